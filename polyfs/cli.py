@@ -1,0 +1,135 @@
+"""Command line: argparse only. Subcommands map to functions elsewhere; every
+failure becomes one line on stderr and a non-zero exit code."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from .errors import PolyfsError, one_line
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def _add_import(sub) -> None:
+    p = sub.add_parser("import", help="bring an HDF5, TIFF, Zarr v3 or N5 source into the store as one domain")
+    p.add_argument("source", help="HDF5 file, TIFF file, Zarr v3 hierarchy or N5 container")
+    p.add_argument("store", help="store URL: a directory, file://..., s3://bucket/prefix")
+    p.add_argument("--domain", help="domain path (default /<source stem>.h5)")
+    p.add_argument("--codec", default="deflate",
+                   help="encoding for data that has to be (re)chunked: deflate (default), zstd, blosc, "
+                        "bzip2, none, or a netCDF filter spec such as '32015,3'")
+    p.add_argument("--level", type=int, help="compression level for --codec")
+    p.add_argument("--chunks", help="chunk shape for contiguous sources, e.g. 64,64,64")
+    p.add_argument("--owner", default="admin", help="domain owner (default admin)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing domain")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_import)
+
+
+def _add_info(sub) -> None:
+    p = sub.add_parser("info", help="list domains, or the tree of one domain")
+    p.add_argument("store")
+    p.add_argument("domain", nargs="?")
+    p.set_defaults(func=cmd_info)
+
+
+def _add_create(sub) -> None:
+    p = sub.add_parser("create", help="make an empty domain")
+    p.add_argument("store")
+    p.add_argument("domain")
+    p.add_argument("--owner", default="admin")
+    p.set_defaults(func=cmd_create)
+
+
+def _add_mount(sub) -> None:
+    p = sub.add_parser("mount", help="mount a store (daemonizes unless -f)")
+    p.add_argument("store")
+    p.add_argument("mountpoint")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
+    p.add_argument("--read-only", action="store_true", help="refuse all writes (EROFS)")
+    p.add_argument("-o", dest="options", action="append", default=[],
+                   help="comma-separated options: FUSE options (allow_other, ...) and polyfs options "
+                        "(shard_max_chunks=N, unsharded, tiff_level=N, cache_mb=N, read_ahead_kb=N)")
+    p.add_argument("--log-level", default=None, help="debug, info, warning (default), error")
+    p.add_argument("--log-file", default=None, help="log to this file (daemon default: syslog-less stderr file)")
+    p.add_argument("--config", default=None, help="config file (TOML); flags override it")
+    p.set_defaults(func=cmd_mount)
+
+
+def _add_umount(sub) -> None:
+    p = sub.add_parser("umount", help="unmount (lazily if the daemon is gone)")
+    p.add_argument("mountpoint")
+    p.set_defaults(func=cmd_umount)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polyfs", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_import, _add_info, _add_create, _add_mount, _add_umount):
+        add(sub)
+    return parser
+
+
+# -- command functions ------------------------------------------------------
+def cmd_import(args) -> int:
+    from .importers import import_source
+
+    domain = import_source(args.source, args.store, domain=args.domain, codec=args.codec, level=args.level,
+                           chunks=args.chunks, owner=args.owner, overwrite=args.overwrite,
+                           progress=not args.no_progress)
+    print(f"imported {args.source} as {domain}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from .inspect import info_text
+
+    sys.stdout.write(info_text(args.store, args.domain))
+    return 0
+
+
+def cmd_create(args) -> int:
+    from .inspect import create_domain
+
+    path = create_domain(args.store, args.domain, owner=args.owner)
+    print(f"created {path}")
+    return 0
+
+
+def cmd_mount(args) -> int:
+    from .daemon import mount_command
+
+    return mount_command(args)
+
+
+def cmd_umount(args) -> int:
+    from .daemon import umount
+
+    umount(args.mountpoint)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = getattr(args, "log_level", None) or "WARNING"
+    logging.basicConfig(level=level.upper(), format="polyfs: %(levelname)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except PolyfsError as exc:
+        print(f"polyfs: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("polyfs: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"polyfs: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Encode, decode and transcode chunks through an HDF5 filter pipeline.
+
+A :class:`Pipeline` is the ordered filters a dataset's chunk bytes were
+written with (HDF5 order: applied first to last on write, last to first on
+read). ``effective`` corrects the declared pipeline with what a chunk's bytes
+really are (HSDS Blosc frames under a ``gzip`` declaration).
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..errors import CodecError, UnknownFilter
+from .registry import BLOSC, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter, filter_from_json, filter_to_json
+from .sniff import blosc_filter_from_header, sniff
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    filters: tuple[Filter, ...] = ()
+    itemsize: int = 1
+
+    # -- construction ------------------------------------------------------
+    @classmethod
+    def from_json(cls, filters: Iterable[Mapping[str, Any]], itemsize: int, where: str = "") -> "Pipeline":
+        out = []
+        for obj in filters or ():
+            try:
+                f = filter_from_json(obj, itemsize)
+            except UnknownFilter as exc:
+                raise UnknownFilter(exc.filter_id, where) from None
+            if f is not None:
+                out.append(f)
+        p = cls(tuple(out), itemsize)
+        p._check()
+        return p
+
+    def _check(self) -> None:
+        for f in self.filters:
+            f.spec  # raises UnknownFilter
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [filter_to_json(f) for f in self.filters]
+
+    # -- properties --------------------------------------------------------
+    @property
+    def is_identity(self) -> bool:
+        return not self.filters
+
+    @property
+    def compressor(self) -> Filter | None:
+        comps = [f for f in self.filters if f.spec.compressor]
+        return comps[-1] if comps else None
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(f.id for f in self.filters)
+
+    def only(self, *ids: int) -> bool:
+        """True if the pipeline is exactly these filter ids, in order."""
+        return self.ids == tuple(ids)
+
+    @cached_property
+    def _codecs(self) -> list[Any]:
+        return [f.spec.numcodec(f, self.itemsize) for f in self.filters]
+
+    # -- coding ------------------------------------------------------------
+    def decode(self, data: bytes, nbytes: int | None = None) -> bytes:
+        """Decoded chunk bytes; ``nbytes`` (the expected size) is checked when given."""
+        buf: Any = data
+        try:
+            for f, codec in zip(reversed(self.filters), reversed(self._codecs)):
+                if f.id == DEFLATE:
+                    buf = zlib.decompress(bytes(buf))
+                else:
+                    buf = codec.decode(buf)
+        except Exception as exc:
+            raise CodecError(f"cannot decode chunk with {'+'.join(f.name for f in self.filters)}: {exc}") from None
+        out = bytes(np.asarray(buf).view(np.uint8).ravel()) if not isinstance(buf, (bytes, bytearray)) else bytes(buf)
+        if nbytes is not None and len(out) != nbytes:
+            raise CodecError(f"chunk decodes to {len(out)} bytes, expected {nbytes}")
+        return out
+
+    def encode(self, raw: bytes) -> bytes:
+        buf: Any = raw
+        for f, codec in zip(self.filters, self._codecs):
+            if f.id == DEFLATE:
+                buf = zlib.compress(bytes(buf), f.level if f.level is not None else 6)
+            else:
+                buf = codec.encode(buf)
+        return bytes(buf) if not isinstance(buf, bytes) else buf
+
+    def with_itemsize(self, itemsize: int) -> "Pipeline":
+        return Pipeline(self.filters, itemsize)
+
+
+def effective(declared: Pipeline, head: bytes | None, size: int | None = None) -> Pipeline:
+    """The pipeline a stored chunk really needs, from its first bytes.
+
+    A Blosc frame where the declaration says something else is HSDS's doing:
+    Blosc shuffles internally and HSDS applies neither shuffle nor fletcher32
+    outside it, so the frame alone is the whole pipeline.
+    """
+    if head is None:
+        return declared
+    kind = sniff(head, size)
+    comp = declared.compressor
+    if kind == "blosc" and (comp is None or comp.id != BLOSC):
+        level = comp.level if comp is not None and comp.level is not None else 5
+        f = blosc_filter_from_header(head, size, clevel=level)
+        if f is not None:
+            return Pipeline((f,), declared.itemsize)
+    if kind == "zstd" and comp is not None and comp.id == BLOSC:
+        return Pipeline(tuple(Filter(ZSTD, (3,)) if x.id == BLOSC else x for x in declared.filters), declared.itemsize)
+    return declared
+
+
+# -- gzip members spliced from zlib streams (Zarr ``gzip``, N5 ``gzip``) ----
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, no mtime, OS unknown
+ZLIB_HEADER_LEN = 2
+ZLIB_TRAILER_LEN = 4  # Adler-32
+GZIP_EXTRA = len(GZIP_HEADER) + 8 - ZLIB_HEADER_LEN - ZLIB_TRAILER_LEN  # member size - zlib size
+
+
+def zlib_has_dict(head: bytes) -> bool:
+    """A preset dictionary (FDICT) cannot be spliced into a gzip member."""
+    return len(head) >= 2 and bool(head[1] & 0x20)
+
+
+def gzip_trailer(crc32: int, nbytes: int) -> bytes:
+    return int(crc32 & 0xFFFFFFFF).to_bytes(4, "little") + int(nbytes & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def zlib_to_gzip(stream: bytes, crc32: int, nbytes: int) -> bytes:
+    """Splice a gzip member out of a zlib stream without inflating it."""
+    return GZIP_HEADER + stream[ZLIB_HEADER_LEN:-ZLIB_TRAILER_LEN] + gzip_trailer(crc32, nbytes)
+
+
+def gzip_member_bounds(member: bytes) -> tuple[int, int]:
+    """(start, end) of the raw deflate data inside a single gzip member."""
+    if len(member) < 18 or member[:3] != b"\x1f\x8b\x08":
+        raise CodecError("not a gzip member")
+    flg = member[3]
+    pos = 10
+    if flg & 0x04:  # FEXTRA
+        pos += 2 + int.from_bytes(member[pos:pos + 2], "little")
+    for bit in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
+        if flg & bit:
+            pos = member.index(b"\x00", pos) + 1
+    if flg & 0x02:  # FHCRC
+        pos += 2
+    if pos > len(member) - 8:
+        raise CodecError("truncated gzip member")
+    return pos, len(member) - 8
+
+
+def gzip_to_zlib(member: bytes) -> tuple[bytes, int]:
+    """Splice a zlib stream out of a gzip member; returns (stream, crc32).
+
+    The deflate bytes are kept as they are (no recompression). Only the
+    Adler-32 trailer needs the decoded bytes, so this inflates once; the CRC32
+    comes from the member's own trailer. Used on import and writes, never on reads.
+    """
+    start, end = gzip_member_bounds(member)
+    d = zlib.decompressobj(-zlib.MAX_WBITS)
+    try:
+        raw = d.decompress(member[start:end]) + d.flush()
+    except zlib.error as exc:
+        raise CodecError(f"corrupt gzip member: {exc}") from None
+    if not d.eof or d.unused_data:
+        raise CodecError("gzip chunk holds more than one member or trailing bytes")
+    crc, isize = int.from_bytes(member[end:end + 4], "little"), int.from_bytes(member[end + 4:end + 8], "little")
+    if zlib.crc32(raw) != crc or len(raw) & 0xFFFFFFFF != isize:
+        raise CodecError("gzip member fails its CRC32/size check")
+    header = b"\x78\x9c"  # deflate, 32K window, default level, no dictionary
+    return header + member[start:end] + zlib.adler32(raw).to_bytes(4, "big"), crc
+
+
+def crc32_of_zlib(stream: bytes) -> tuple[int, int]:
+    """(crc32 of the decoded bytes, decoded size) of a zlib stream."""
+    raw = zlib.decompress(stream)
+    return zlib.crc32(raw), len(raw)
+
+
+def adler32_of_zlib(stream: bytes) -> int:
+    """The Adler-32 a zlib stream carries (its last 4 bytes, big-endian)."""
+    return int.from_bytes(stream[-4:], "big")

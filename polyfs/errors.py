@@ -1,0 +1,117 @@
+"""The one exception tree of polyfs, and the one place that maps it to errno.
+
+Every layer raises a ``PolyfsError`` subclass; the FUSE operations and the CLI
+translate with :func:`errno_of` / :func:`one_line` and nowhere else.
+"""
+from __future__ import annotations
+
+import errno as _errno
+
+
+class PolyfsError(Exception):
+    """Base of every error polyfs raises on purpose."""
+
+
+class NotFound(PolyfsError):
+    """A key, object, path or domain that does not exist."""
+
+
+class AlreadyExists(PolyfsError):
+    """Creating something that is already there."""
+
+
+class StoreError(PolyfsError):
+    """The backend failed (I/O error, network, permission)."""
+
+
+class ChunkMissing(StoreError):
+    """A chunk object that a listing promised has vanished from the store."""
+
+
+class PreconditionFailed(StoreError):
+    """A conditional write lost a race."""
+
+
+class ReadOnly(PolyfsError):
+    """A write through a read-only mount or store."""
+
+
+class InvalidInput(PolyfsError):
+    """Bad data from outside: a file, a JSON body, a parameter."""
+
+
+class SchemaError(InvalidInput):
+    """A store object that does not follow the HSDS object storage schema."""
+
+
+class UnsupportedType(InvalidInput):
+    """A datatype polyfs cannot represent (or a view cannot express)."""
+
+
+class UnknownFilter(InvalidInput):
+    """A filter id that is not in the translation table."""
+
+    def __init__(self, filter_id: object, where: str = "") -> None:
+        self.filter_id = filter_id
+        msg = f"unknown filter id {filter_id}"
+        super().__init__(f"{msg} ({where})" if where else msg)
+
+
+class CodecError(InvalidInput):
+    """A chunk whose bytes do not decode with the encoding it claims."""
+
+
+class SourceError(InvalidInput):
+    """An import source that cannot be read; names the file and the cause."""
+
+    def __init__(self, path: object, cause: object) -> None:
+        self.path = str(path)
+        self.cause = str(cause)
+        super().__init__(f"{self.path}: {self.cause}")
+
+
+class MountError(PolyfsError):
+    """The mount could not be set up."""
+
+
+class NotADirectory(PolyfsError):
+    """A path component that is a file."""
+
+
+class IsADirectory(PolyfsError):
+    """A file operation on a directory."""
+
+
+# The one errno table. Order matters: the first matching class wins, so
+# subclasses come before their bases.
+_ERRNO_TABLE: tuple[tuple[type[BaseException], int], ...] = (
+    (NotFound, _errno.ENOENT),
+    (AlreadyExists, _errno.EEXIST),
+    (ReadOnly, _errno.EROFS),
+    (NotADirectory, _errno.ENOTDIR),
+    (IsADirectory, _errno.EISDIR),
+    (PreconditionFailed, _errno.EAGAIN),
+    (ChunkMissing, _errno.EIO),
+    (StoreError, _errno.EIO),
+    (UnsupportedType, _errno.EOPNOTSUPP),
+    (InvalidInput, _errno.EINVAL),
+    (PolyfsError, _errno.EIO),
+    (FileNotFoundError, _errno.ENOENT),
+    (PermissionError, _errno.EACCES),
+)
+
+
+def errno_of(exc: BaseException) -> int:
+    """The errno a FUSE reply carries for ``exc`` (EIO for anything unexpected)."""
+    for cls, code in _ERRNO_TABLE:
+        if isinstance(exc, cls):
+            return code
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    return _errno.EIO
+
+
+def one_line(exc: BaseException) -> str:
+    """A single-line message for the CLI and logs."""
+    text = str(exc) or exc.__class__.__name__
+    return " ".join(text.split())

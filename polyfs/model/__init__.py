@@ -1,0 +1,1 @@
+"""The HSDS-schema data model: ids, keys, types, objects, catalog."""

@@ -1,0 +1,274 @@
+"""Load, cache and write the model of a store.
+
+The catalog is the only component that turns store objects into model
+objects and back. It caches loaded domains, chunk indexes (one listing per
+dataset), effective pipelines (one 16-byte sniff per dataset) and CRC tables,
+and is safe to call from several worker threads.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable
+
+from ..codecs.pipeline import Pipeline, adler32_of_zlib, effective
+from ..codecs.registry import DEFLATE
+from ..codecs.sniff import HEAD_BYTES
+from ..errors import NotFound, SchemaError
+from ..store.base import Store
+from . import ids, keys
+from .chunks import ChunkIndex, CrcTable
+from .schema import Dataset, Datatype, Domain, Group
+from .tree import DomainModel
+from .types import DType
+
+log = logging.getLogger(__name__)
+
+
+def dumps(obj: Any) -> bytes:
+    """JSON bodies as HSDS writes them (compact enough, NaN allowed)."""
+    return json.dumps(obj, separators=(", ", ": ")).encode("utf-8")
+
+
+class Catalog:
+    def __init__(self, store: Store, fetch_threads: int = 8) -> None:
+        self.store = store
+        self._lock = threading.RLock()
+        self._domains: dict[str, DomainModel] = {}
+        self._chunk_index: dict[str, ChunkIndex] = {}
+        self._pipelines: dict[str, Pipeline] = {}
+        self._crc: dict[str, CrcTable] = {}
+        self._fetch_threads = fetch_threads
+
+    # -- JSON objects ------------------------------------------------------
+    def get_json(self, key: str) -> Any:
+        data = self.store.get(key)
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SchemaError(f"{key}: not valid JSON ({exc})") from None
+
+    def put_json(self, key: str, obj: Any) -> None:
+        self.store.put(key, dumps(obj))
+
+    # -- domains -----------------------------------------------------------
+    def list_domains(self, include_folders: bool = False) -> list[str]:
+        """Every domain path in the store (domains with a root group unless asked)."""
+        out: list[str] = []
+        pending = [""]
+        while pending:
+            prefix = pending.pop()
+            listing = self.store.list_dir(prefix)
+            for obj in listing.objects:
+                path = keys.domain_from_key(obj.key)
+                if path is None:
+                    continue
+                if include_folders:
+                    out.append(path)
+                else:
+                    try:
+                        body = self.get_json(obj.key)
+                    except (NotFound, SchemaError):
+                        continue
+                    if isinstance(body, dict) and body.get("root"):
+                        out.append(path)
+            for sub in listing.prefixes:
+                if prefix == "" and sub in (keys.DB, keys.DERIVED):
+                    continue
+                pending.append(sub)
+        return sorted(out)
+
+    def domain_exists(self, path: str) -> bool:
+        return self.store.exists(keys.domain_key(path))
+
+    def load(self, path: str, refresh: bool = False) -> DomainModel:
+        """The whole object graph of a domain (cached)."""
+        path = keys.normalize_domain(path)
+        with self._lock:
+            if not refresh and path in self._domains:
+                return self._domains[path]
+        model = self._load(path)
+        with self._lock:
+            self._domains[path] = model
+        return model
+
+    def _load(self, path: str) -> DomainModel:
+        try:
+            body = self.get_json(keys.domain_key(path))
+        except NotFound:
+            raise NotFound(f"no domain {path} in {self.store.url}") from None
+        domain = Domain.from_json(path, body)
+        model = DomainModel(domain)
+        if not domain.root:
+            return model
+        cache: dict[str, Any] = {}
+
+        def fetch(obj_id: str) -> tuple[str, Any]:
+            key = keys.object_key(obj_id)
+            try:
+                return obj_id, self.get_json(key)
+            except NotFound:
+                if ids.is_root(obj_id):
+                    return obj_id, self.get_json(keys.legacy_root_group_key(obj_id))
+                raise NotFound(f"domain {path}: object {obj_id} is missing ({key})") from None
+
+        def resolve(type_id: str) -> DType:
+            if type_id not in model.datatypes:
+                _, body = fetch(type_id)
+                model.datatypes[type_id] = Datatype.from_json(body, resolve)
+            return model.datatypes[type_id].type
+
+        frontier = [domain.root]
+        with ThreadPoolExecutor(self._fetch_threads) as pool:
+            while frontier:
+                bodies = list(pool.map(fetch, frontier)) if len(frontier) > 1 else [fetch(frontier[0])]
+                frontier = []
+                for obj_id, body in bodies:
+                    cache[obj_id] = body
+                    kind = ids.kind_of(obj_id)
+                    try:
+                        if kind == "group":
+                            g = Group.from_json(body, resolve)
+                            model.groups[obj_id] = g
+                            for link in g.links.values():
+                                if link.kind == "hard" and link.id and link.id not in cache \
+                                        and link.id not in frontier and _same_domain(link.id, domain.root):
+                                    frontier.append(link.id)
+                        elif kind == "dataset":
+                            model.datasets[obj_id] = Dataset.from_json(body, resolve)
+                        elif obj_id not in model.datatypes:
+                            model.datatypes[obj_id] = Datatype.from_json(body, resolve)
+                    except SchemaError as exc:
+                        raise SchemaError(f"domain {path}: {exc}") from None
+                    except (KeyError, TypeError, ValueError) as exc:
+                        raise SchemaError(f"domain {path}: object {obj_id} is malformed ({exc})") from None
+        return model
+
+    def invalidate(self, path: str | None = None) -> None:
+        with self._lock:
+            if path is None:
+                self._domains.clear()
+                self._chunk_index.clear()
+                self._pipelines.clear()
+                self._crc.clear()
+            else:
+                model = self._domains.pop(keys.normalize_domain(path), None)
+                if model is not None:
+                    for did in model.datasets:
+                        self.invalidate_dataset(did)
+
+    def invalidate_dataset(self, dataset_id: str) -> None:
+        with self._lock:
+            self._chunk_index.pop(dataset_id, None)
+            self._pipelines.pop(dataset_id, None)
+            self._crc.pop(dataset_id, None)
+
+    # -- chunks ------------------------------------------------------------
+    def chunk_index(self, dataset: Dataset) -> ChunkIndex:
+        """The dataset's existing chunks and their sizes, from one listing."""
+        with self._lock:
+            idx = self._chunk_index.get(dataset.id)
+        if idx is not None:
+            return idx
+        prefix = keys.dataset_prefix(dataset.id)
+        listing = self.store.list_dir(prefix)
+        n = len(prefix)
+        idx = ChunkIndex.from_listing(dataset.id, prefix, dataset.grid,
+                                      ((o.key[n:], o.size) for o in listing.objects))
+        with self._lock:
+            self._chunk_index[dataset.id] = idx
+        return idx
+
+    def declared_pipeline(self, dataset: Dataset) -> Pipeline:
+        return Pipeline.from_json(dataset.filters, _filter_itemsize(dataset), where=f"dataset {dataset.id}")
+
+    def pipeline(self, dataset: Dataset) -> Pipeline:
+        """The filters the stored bytes really need (declared, corrected by a sniff)."""
+        with self._lock:
+            p = self._pipelines.get(dataset.id)
+        if p is not None:
+            return p
+        declared = self.declared_pipeline(dataset)
+        idx = self.chunk_index(dataset)
+        first = idx.first()
+        p = declared
+        if first is not None and not declared.is_identity:
+            size = idx.size_of(first)
+            try:
+                head = self.store.get_range(idx.key(first), 0, HEAD_BYTES)
+                p = effective(declared, head, size)
+            except NotFound:
+                pass
+        with self._lock:
+            self._pipelines[dataset.id] = p
+        return p
+
+    def crc_table(self, dataset: Dataset) -> CrcTable:
+        with self._lock:
+            t = self._crc.get(dataset.id)
+        if t is not None:
+            return t
+        try:
+            t = CrcTable.from_bytes(self.store.get(keys.crc_table_key(dataset.id)))
+        except NotFound:
+            t = CrcTable.empty()
+        with self._lock:
+            self._crc[dataset.id] = t
+        return t
+
+    def chunk_crc32(self, dataset: Dataset, linear: int, stream: bytes) -> int:
+        """CRC32 of a deflate chunk's decoded bytes: from the table if it matches the
+        stream's Adler-32, else by inflating (and remembered in memory)."""
+        adler = adler32_of_zlib(stream)
+        table = self.crc_table(dataset)
+        crc = table.lookup(linear, adler)
+        if crc is not None:
+            return crc
+        crc = zlib.crc32(zlib.decompress(stream))
+        with self._lock:
+            self._crc[dataset.id] = self.crc_table(dataset).merged([(linear, adler, crc)])
+        return crc
+
+    def save_crcs(self, dataset_id: str, items: Iterable[tuple[int, int, int]]) -> None:
+        """Persist ``(linear, adler32, crc32)`` entries for a deflate dataset."""
+        items = list(items)
+        if not items:
+            return
+        key = keys.crc_table_key(dataset_id)
+        try:
+            current = CrcTable.from_bytes(self.store.get(key))
+        except NotFound:
+            current = CrcTable.empty()
+        table = current.merged(items)
+        self.store.put(key, table.to_bytes())
+        with self._lock:
+            self._crc[dataset_id] = table
+
+    # -- writes ------------------------------------------------------------
+    def put_domain(self, domain: Domain) -> None:
+        self.put_json(keys.domain_key(domain.path), domain.to_json())
+        self.invalidate(domain.path)
+
+    def put_object(self, obj: Group | Dataset | Datatype) -> None:
+        self.put_json(keys.object_key(obj.id), obj.to_json())
+
+
+def _same_domain(obj_id: str, root_id: str) -> bool:
+    try:
+        return ids.root_of(obj_id) == root_id
+    except SchemaError:
+        return False
+
+
+def _filter_itemsize(dataset: Dataset) -> int:
+    t = dataset.type
+    if t.is_vlen:
+        return 1
+    return t.itemsize
+
+
+def is_deflate(p: Pipeline) -> bool:
+    return p.compressor is not None and p.compressor.id == DEFLATE

@@ -1,0 +1,205 @@
+"""Attribute and fill values: the JSON HSDS stores <-> numpy arrays.
+
+HSDS keeps attribute values (and ``fillValue``) as JSON in the object body:
+numbers, ``true``/``false`` for bool enums, text for strings, lists for
+compounds and array types, ``"groups/<id>"`` for object references and base64
+for opaque data. Everything that turns such values into bytes (the HDF5
+view) or back (import) goes through here.
+"""
+from __future__ import annotations
+
+import base64
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInput
+from .types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType, ReferenceType,
+                    StringType, VlenType, resolved)
+from .schema import Shape
+
+REF_PREFIXES = {"g": "groups/", "d": "datasets/", "t": "datatypes/"}
+
+
+def ref_to_json(obj_id: str | None) -> str:
+    """``groups/g-...`` (HDF5/JSON's spelling of an object reference), ``""`` for null."""
+    if not obj_id:
+        return ""
+    return REF_PREFIXES[obj_id[0]] + obj_id
+
+
+def ref_from_json(value: Any) -> str | None:
+    """The object id in a reference value, None for a null reference."""
+    if isinstance(value, bytes):
+        value = value.rstrip(b"\0").decode("ascii", "replace")
+    if not value:
+        return None
+    text = str(value)
+    return text.split("/", 1)[1] if "/" in text else text
+
+
+def _decode_text(b: bytes, charset: str) -> str:
+    try:
+        return b.decode("utf-8" if charset == "utf8" else "ascii")
+    except UnicodeDecodeError:
+        return b.decode("latin-1")
+
+
+def _encode_text(s: Any, charset: str) -> bytes:
+    if isinstance(s, bytes):
+        return s
+    s = "" if s is None else str(s)
+    try:
+        return s.encode("utf-8" if charset == "utf8" else "ascii")
+    except UnicodeEncodeError:
+        return s.encode("utf-8")
+
+
+def element_from_json(t: DType, v: Any) -> Any:
+    """One element as numpy wants it for ``t.numpy()``."""
+    t = resolved(t)
+    if isinstance(t, EnumType):
+        if t.is_bool:
+            return bool(v)
+        return int(v)
+    if isinstance(t, IntType):
+        return int(v)
+    if isinstance(t, FloatType):
+        return float(v) if not isinstance(v, str) else float(v.replace("Infinity", "inf"))
+    if isinstance(t, StringType):
+        if t.length is None:
+            return v if isinstance(v, (str, bytes)) else ("" if v is None else str(v))
+        return _encode_text(v, t.charset)
+    if isinstance(t, CompoundType):
+        if isinstance(v, dict):
+            v = [v[n] for n, _ in t.fields]
+        return tuple(element_from_json(ft, fv) for (_, ft), fv in zip(t.fields, v))
+    if isinstance(t, ArrayType):
+        arr = np.empty(t.dims, dtype=t.base.numpy())
+        flat = np.asarray(v, dtype=object).reshape(-1) if not t.base.is_vlen else _flatten(v)
+        for i, x in enumerate(flat):
+            arr.flat[i] = element_from_json(t.base, x)
+        return arr
+    if isinstance(t, ReferenceType):
+        if t.kind == "region":
+            return v if isinstance(v, bytes) else _encode_text(v or "", "ascii")
+        return _encode_text(ref_to_json(ref_from_json(v)), "ascii")
+    if isinstance(t, OpaqueType):
+        return base64.b64decode(v) if v else b""
+    if isinstance(t, VlenType):
+        return np.asarray([element_from_json(t.base, x) for x in (v or [])], dtype=t.base.numpy())
+    raise InvalidInput(f"cannot convert a value of type {t}")
+
+
+def _flatten(v: Any) -> list:
+    if isinstance(v, (list, tuple)):
+        out = []
+        for x in v:
+            out.extend(_flatten(x))
+        return out
+    return [v]
+
+
+def element_to_json(t: DType, x: Any) -> Any:
+    t = resolved(t)
+    if isinstance(t, EnumType):
+        return bool(x) if t.is_bool else int(x)
+    if isinstance(t, IntType):
+        return int(x)
+    if isinstance(t, FloatType):
+        f = float(x)
+        return f if math.isfinite(f) else f  # json.dumps writes NaN/Infinity
+    if isinstance(t, StringType):
+        if isinstance(x, (bytes, np.bytes_)):
+            b = bytes(x)
+            if t.length is not None:
+                b = b.rstrip(b"\0") if t.pad != "spacepad" else b.rstrip(b" ")
+            return _decode_text(b, t.charset)
+        return "" if x is None else str(x)
+    if isinstance(t, CompoundType):
+        return [element_to_json(ft, x[i]) for i, (_, ft) in enumerate(t.fields)]
+    if isinstance(t, ArrayType):
+        arr = np.asarray(x)
+        return _nested(arr, lambda e: element_to_json(t.base, e))
+    if isinstance(t, ReferenceType):
+        if t.kind == "region":
+            return _decode_text(bytes(x), "ascii") if isinstance(x, (bytes, np.bytes_)) else x
+        return ref_to_json(ref_from_json(x))
+    if isinstance(t, OpaqueType):
+        b = bytes(x)
+        return base64.b64encode(b).decode("ascii") if any(b) else ""
+    if isinstance(t, VlenType):
+        return [element_to_json(t.base, e) for e in np.asarray(x).reshape(-1)]
+    raise InvalidInput(f"cannot convert a value of type {t}")
+
+
+def _nested(arr: np.ndarray, fn) -> Any:
+    if arr.ndim == 0:
+        return fn(arr[()])
+    return [_nested(arr[i], fn) for i in range(arr.shape[0])]
+
+
+def to_numpy(t: DType, shape: Shape, value: Any) -> np.ndarray:
+    """The array a JSON value stands for (0-d for scalars, empty for null)."""
+    dt = t.numpy()
+    dims = shape.array_shape
+    if shape.kind == "null":
+        return np.empty((0,), dtype=dt)
+    out = np.empty(dims, dtype=dt)
+    if shape.kind == "scalar":
+        v = value[0] if isinstance(value, list) and len(value) == 1 and not _is_compound_list(t, value) else value
+        out[()] = element_from_json(t, v)
+        return out
+    flat = _flatten_to_rank(value, len(dims))
+    if len(flat) != out.size:
+        raise InvalidInput(f"attribute value has {len(flat)} elements, shape {list(dims)} needs {out.size}")
+    for i, v in enumerate(flat):
+        out.flat[i] = element_from_json(t, v)
+    return out
+
+
+def _is_compound_list(t: DType, value: list) -> bool:
+    return isinstance(resolved(t), (CompoundType, ArrayType, VlenType))
+
+
+def _flatten_to_rank(value: Any, rank: int) -> list:
+    if rank == 0:
+        return [value]
+    if not isinstance(value, (list, tuple)):
+        return [value]
+    out = []
+    for v in value:
+        out.extend(_flatten_to_rank(v, rank - 1))
+    return out
+
+
+def from_numpy(t: DType, arr: Any) -> Any:
+    """The JSON value HSDS stores for an array (scalar element for 0-d)."""
+    arr = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
+    if arr.ndim == 0:
+        return element_to_json(t, arr[()])
+    return _nested(arr, lambda e: element_to_json(t, e))
+
+
+def fill_array(t: DType, fill_json: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """An array of ``shape`` holding the dataset fill value (zeros if none)."""
+    dt = t.numpy()
+    if dt.kind == "O":
+        out = np.empty(shape, dtype=dt)
+        base = resolved(t)
+        empty: Any = "" if isinstance(base, StringType) else None
+        if fill_json is not None:
+            empty = element_from_json(t, fill_json)
+        out.fill(empty)
+        return out
+    if fill_json is None:
+        return np.zeros(shape, dtype=dt)
+    out = np.empty(shape, dtype=dt)
+    out[...] = element_from_json(t, fill_json)
+    return out
+
+
+def fill_bytes(t: DType, fill_json: Any) -> bytes:
+    """One element of the fill value as stored bytes (fixed-size types)."""
+    return fill_array(t, fill_json, ()).tobytes()

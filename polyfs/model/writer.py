@@ -1,0 +1,234 @@
+"""Create a new domain all-or-nothing.
+
+Chunks are written as they come (they can be large); object JSON and CRC
+tables at :meth:`DomainWriter.commit`; the ``.domain.json`` that makes the
+domain visible is written last. A failure before that point deletes
+everything written under the new domain's ``db/<uuid1>/`` prefix, so a failed
+import leaves the store as it was (and a crash leaves only unreachable
+objects, which ``polyfs check --repair`` removes).
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import zlib
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..codecs import vlen as vlen_codec
+from ..codecs.pipeline import Pipeline, adler32_of_zlib
+from ..codecs.registry import DEFLATE, Filter
+from ..errors import AlreadyExists, InvalidInput
+from . import ids, keys, values
+from .catalog import Catalog
+from .schema import Attribute, Dataset, Datatype, Domain, Group, Link, Shape, now
+from .types import DType
+
+log = logging.getLogger(__name__)
+
+
+class DomainWriter:
+    def __init__(self, catalog: Catalog, path: str, owner: str = "admin", overwrite: bool = False) -> None:
+        self.catalog = catalog
+        self.store = catalog.store
+        self.path = keys.normalize_domain(path)
+        if not overwrite and catalog.domain_exists(self.path):
+            raise AlreadyExists(f"domain {self.path} already exists in {self.store.url}")
+        self.root_id = ids.new_root_id()
+        self.domain = Domain.new(self.path, self.root_id, owner)
+        t = now()
+        self.root = Group(self.root_id, self.root_id, created=t, last_modified=t)
+        self.groups: dict[str, Group] = {self.root_id: self.root}
+        self.datasets: dict[str, Dataset] = {}
+        self.datatypes: dict[str, Datatype] = {}
+        self._pipelines: dict[str, Pipeline] = {}
+        self._crcs: dict[str, list[tuple[int, int, int]]] = {}
+        self._committed = False
+        self._touched = False
+
+    # -- context manager: commit on success, roll back on error -----------
+    def __enter__(self) -> "DomainWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            if not self._committed:
+                self.commit()
+        else:
+            self.abort()
+
+    # -- objects -------------------------------------------------------------
+    def _link(self, parent: Group, name: str, link: Link) -> None:
+        if not name or "/" in name or name in (".", ".."):
+            raise InvalidInput(f"invalid link name {name!r}")
+        if name in parent.links:
+            raise AlreadyExists(f"link {name!r} already exists")
+        parent.links[name] = link
+
+    def add_group(self, parent: Group, name: str) -> Group:
+        t = now()
+        g = Group(ids.new_id("g", self.root_id), self.root_id, created=t, last_modified=t)
+        self._link(parent, name, Link(name, "hard", id=g.id, created=t))
+        self.groups[g.id] = g
+        return g
+
+    def add_datatype(self, parent: Group | None, name: str | None, dtype: DType) -> Datatype:
+        t = now()
+        ct = Datatype(ids.new_id("t", self.root_id), self.root_id, dtype, created=t, last_modified=t)
+        if parent is not None and name:
+            self._link(parent, name, Link(name, "hard", id=ct.id, created=t))
+        self.datatypes[ct.id] = ct
+        return ct
+
+    def add_dataset(self, parent: Group | None, name: str | None, dtype: DType, shape: Shape,
+                    chunks: Sequence[int] | None = None, filters: Sequence[Filter] | Pipeline = (),
+                    fill_value: Any = None, layout_class: str = "H5D_CHUNKED",
+                    creation_properties: dict | None = None) -> Dataset:
+        """A dataset whose chunks will be encoded with ``filters`` (HDF5 write order)."""
+        dims = shape.array_shape
+        if chunks is None or not dims:
+            chunks = tuple(max(1, d) for d in dims)
+        chunks = tuple(int(c) for c in chunks)
+        if len(chunks) != len(dims) or any(c <= 0 for c in chunks):
+            raise InvalidInput(f"chunk shape {list(chunks)} does not fit shape {list(dims)}")
+        if shape.maxdims is not None and layout_class != "H5D_CHUNKED":
+            layout_class = "H5D_CHUNKED"
+        itemsize = 1 if dtype.is_vlen else dtype.itemsize
+        pipeline = filters if isinstance(filters, Pipeline) else Pipeline(tuple(filters), itemsize)
+        pipeline._check()
+        t = now()
+        ds = Dataset(ids.new_id("d", self.root_id), self.root_id, dtype, shape, chunks, layout_class,
+                     pipeline.to_json(), fill_value, {}, dict(creation_properties or {}), t, t)
+        if parent is not None and name:
+            self._link(parent, name, Link(name, "hard", id=ds.id, created=t))
+        self.datasets[ds.id] = ds
+        self._pipelines[ds.id] = pipeline
+        return ds
+
+    def link_hard(self, parent: Group, name: str, target: Group | Dataset | Datatype) -> None:
+        self._link(parent, name, Link(name, "hard", id=target.id, created=now()))
+
+    def link_soft(self, parent: Group, name: str, h5path: str) -> None:
+        self._link(parent, name, Link(name, "soft", h5path=h5path, created=now()))
+
+    def link_external(self, parent: Group, name: str, domain: str, h5path: str) -> None:
+        self._link(parent, name, Link(name, "external", h5path=h5path, domain=domain, created=now()))
+
+    def set_attr(self, obj: Group | Dataset | Datatype, name: str, dtype: DType, shape: Shape, value: Any) -> None:
+        """An attribute from its JSON value."""
+        obj.attributes[name] = Attribute(name, dtype, shape, value, now())
+
+    def set_attr_array(self, obj: Group | Dataset | Datatype, name: str, dtype: DType, arr: Any,
+                       scalar: bool | None = None) -> None:
+        """An attribute from a numpy value (``scalar`` forces an H5S_SCALAR dataspace)."""
+        arr = np.asarray(arr) if not isinstance(arr, np.ndarray) else arr
+        is_scalar = arr.ndim == 0 if scalar is None else scalar
+        shape = Shape("scalar") if is_scalar else Shape("simple", tuple(arr.shape))
+        self.set_attr(obj, name, dtype, shape, values.from_numpy(dtype, arr.reshape(()) if is_scalar else arr))
+
+    # -- chunks ----------------------------------------------------------------
+    def pipeline(self, ds: Dataset) -> Pipeline:
+        return self._pipelines[ds.id]
+
+    def write_chunk(self, ds: Dataset, coords: Sequence[int], stored: bytes, crc32: int | None = None) -> None:
+        """Store already-encoded chunk bytes as they are (zero recompression)."""
+        grid = ds.grid or (1,)
+        coords = tuple(int(c) for c in coords) if ds.grid else (0,)
+        if len(coords) != len(grid) or any(not 0 <= c < g for c, g in zip(coords, grid)):
+            raise InvalidInput(f"chunk {list(coords)} is outside the grid {list(grid)} of {ds.id}")
+        self._touched = True
+        self.store.put(keys.chunk_key(ds.id, coords), stored)
+        p = self._pipelines[ds.id]
+        if p.compressor is not None and p.compressor.id == DEFLATE and p.filters[-1].id == DEFLATE:
+            if crc32 is None:
+                crc32 = zlib.crc32(zlib.decompress(stored))
+            linear = int(np.ravel_multi_index(coords, grid))
+            self._crcs.setdefault(ds.id, []).append((linear, adler32_of_zlib(stored), crc32))
+
+    def encode_chunk(self, ds: Dataset, block: np.ndarray) -> tuple[bytes, int | None]:
+        """Encode one full-size chunk; returns (stored bytes, crc32 of raw if deflate)."""
+        if ds.type.is_vlen:
+            raw = vlen_codec.encode(ds.type, block)
+        else:
+            raw = np.ascontiguousarray(block, dtype=ds.type.numpy()).tobytes()
+        p = self._pipelines[ds.id]
+        crc = zlib.crc32(raw) if p.filters and p.filters[-1].id == DEFLATE else None
+        return p.encode(raw), crc
+
+    def write_array(self, ds: Dataset, data: np.ndarray, skip_fill: bool = False, progress=None) -> int:
+        """Chunk, pad (with the fill value), encode and store a whole array; returns chunks written."""
+        dims = ds.shape.array_shape
+        data = np.asarray(data)
+        if tuple(data.shape) != tuple(dims):
+            raise InvalidInput(f"array of shape {list(data.shape)} for dataset of shape {list(dims)}")
+        written = 0
+        for coords, block in iter_chunks(ds, data):
+            if skip_fill and _all_fill(ds, block):
+                if progress:
+                    progress(1)
+                continue
+            stored, crc = self.encode_chunk(ds, block)
+            self.write_chunk(ds, coords, stored, crc)
+            written += 1
+            if progress:
+                progress(1)
+        return written
+
+    # -- commit / abort -------------------------------------------------------
+    def commit(self) -> Domain:
+        if self._committed:
+            return self.domain
+        try:
+            for did, items in self._crcs.items():
+                self.catalog.save_crcs(did, items)
+            for obj in itertools.chain(self.datatypes.values(), self.datasets.values(), self.groups.values()):
+                self.catalog.put_object(obj)
+            self.catalog.put_domain(self.domain)  # last: makes the domain visible
+        except BaseException:
+            self.abort()
+            raise
+        self._committed = True
+        return self.domain
+
+    def abort(self) -> None:
+        """Delete everything this writer put in the store."""
+        if self._committed:
+            return
+        for prefix in (keys.domain_db_prefix(self.root_id), keys.derived_prefix(self.root_id)):
+            try:
+                self.store.delete_prefix(prefix)
+            except Exception as exc:  # keep rolling back the rest
+                log.error("rollback of %s failed: %s", prefix, exc)
+
+
+def iter_chunks(ds: Dataset, data: np.ndarray) -> Iterable[tuple[tuple[int, ...], np.ndarray]]:
+    """(grid coords, full-size chunk block padded with the fill value) in C order."""
+    dims = ds.shape.array_shape
+    if not dims:
+        yield (0,), np.asarray(data).reshape(())
+        return
+    if any(d == 0 for d in dims):
+        return
+    fill = values.fill_array(ds.type, ds.fill_value, ds.chunks)
+    for coords in itertools.product(*(range(g) for g in ds.grid)):
+        sl = tuple(slice(c * n, min((c + 1) * n, d)) for c, n, d in zip(coords, ds.chunks, dims))
+        part = data[sl]
+        if part.shape == tuple(ds.chunks):
+            yield coords, part
+        else:
+            block = fill.copy()
+            block[tuple(slice(0, s) for s in part.shape)] = part
+            yield coords, block
+
+
+def _all_fill(ds: Dataset, block: np.ndarray) -> bool:
+    if block.dtype.kind == "O":
+        return False
+    fill = values.fill_array(ds.type, ds.fill_value, ())
+    return bool(np.all(block == fill)) if block.dtype.names is None else block.tobytes() == fill.tobytes() * block.size
+
+
+def chunk_count(ds: Dataset) -> int:
+    return math.prod(ds.grid) if ds.grid else 1

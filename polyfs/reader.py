@@ -1,0 +1,148 @@
+"""The one executor of read plans: fetch stored ranges, produce, splice, cache.
+
+``Reader.read`` is synchronous and thread-safe; the FUSE layer calls it from a
+worker thread. Stored ranges of one object are coalesced into one request;
+ranges of several objects are fetched in parallel. Produced bytes
+(transcoded chunks, gzip trailers) are cached in a bounded LRU and produced
+once even when several readers ask at the same time.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Hashable
+
+from .errors import ChunkMissing, NotFound
+from .vfile import LiteralPiece, Piece, ProducedPiece, RangePiece, VFile, coalesce
+
+log = logging.getLogger(__name__)
+
+
+class ByteLRU:
+    """A thread-safe LRU of bytes values bounded by their total size."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._items: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> bytes | None:
+        with self._lock:
+            v = self._items.get(key)
+            if v is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return v
+
+    def put(self, key: Hashable, value: bytes) -> None:
+        if len(value) > self.capacity:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.used -= len(old)
+            self._items[key] = value
+            self.used += len(value)
+            while self.used > self.capacity and self._items:
+                _, v = self._items.popitem(last=False)
+                self.used -= len(v)
+
+    def discard_where(self, pred) -> None:
+        with self._lock:
+            for k in [k for k in self._items if pred(k)]:
+                self.used -= len(self._items.pop(k))
+
+
+class Reader:
+    def __init__(self, ctx: Any, cache_bytes: int = 256 << 20, threads: int = 8) -> None:
+        """``ctx`` carries ``store`` and ``catalog``; producers receive it."""
+        self.ctx = ctx
+        self.store = ctx.store
+        self.cache = ByteLRU(cache_bytes)
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="polyfs-fetch")
+        self._inflight: dict[Hashable, Future] = {}
+        self._inflight_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- producing ---------------------------------------------------------
+    def produced(self, producer: Any) -> bytes:
+        """The producer's bytes, from the cache or made once."""
+        key = producer.cache_key
+        data = self.cache.get(key)
+        if data is not None:
+            return data
+        with self._inflight_lock:
+            fut = self._inflight.get(key)
+            owner = fut is None
+            if owner:
+                fut = Future()
+                self._inflight[key] = fut
+        if not owner:
+            return fut.result()
+        try:
+            data = producer.produce(self.ctx)
+            if len(data) != producer.length:
+                raise ChunkMissing(f"produced {len(data)} bytes for {key}, planned {producer.length}")
+            self.cache.put(key, data)
+            fut.set_result(data)
+            return data
+        except BaseException as exc:
+            fut.set_exception(exc)
+            raise
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(key, None)
+
+    # -- reading -----------------------------------------------------------
+    def _fetch(self, key: str, start: int, length: int) -> bytes:
+        try:
+            data = self.store.get_range(key, start, length)
+        except NotFound:
+            log.error("chunk object vanished from the store: %s", key)
+            raise ChunkMissing(f"stored object {key} is missing") from None
+        if len(data) != length:
+            log.error("stored object %s is shorter than listed (wanted %d bytes at %d, got %d)",
+                      key, length, start, len(data))
+            raise ChunkMissing(f"stored object {key} changed size")
+        return data
+
+    def execute(self, pieces: list[Piece]) -> bytes:
+        fetches = coalesce(pieces)
+        fetched: dict[str, list[tuple[int, bytes]]] = {}
+        if len(fetches) == 1:
+            k, s, n = fetches[0]
+            fetched[k] = [(s, self._fetch(k, s, n))]
+        elif fetches:
+            futs = [(k, s, self._pool.submit(self._fetch, k, s, n)) for k, s, n in fetches]
+            for k, s, f in futs:
+                fetched.setdefault(k, []).append((s, f.result()))
+        out = bytearray()
+        for p in pieces:
+            if isinstance(p, LiteralPiece):
+                out += p.data
+            elif isinstance(p, RangePiece):
+                for s, data in fetched[p.key]:
+                    if s <= p.start and p.start + p.length <= s + len(data):
+                        out += memoryview(data)[p.start - s:p.start - s + p.length]
+                        break
+            else:
+                assert isinstance(p, ProducedPiece)
+                data = self.produced(p.producer)
+                out += memoryview(data)[p.start:p.start + p.length]
+        return bytes(out)
+
+    def read(self, vfile: VFile, offset: int, size: int) -> bytes:
+        pieces = vfile.plan(offset, size)
+        if len(pieces) == 1 and isinstance(pieces[0], RangePiece):
+            p = pieces[0]
+            return self._fetch(p.key, p.start, p.length)
+        return self.execute(pieces)

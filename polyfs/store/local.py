@@ -1,0 +1,204 @@
+"""Local directory backend, the embedded default.
+
+Writes go to a temp file in the target directory, are fsync'ed, renamed over
+the key, and the directory is fsync'ed: a reader sees the old object or the
+new one, never a part, and an acknowledged write survives a crash.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat as _stat
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import NotFound, ReadOnly, StoreError
+from .base import Listing, ObjectInfo, Store, check_key, check_prefix
+
+TMP_PREFIX = ".polyfs-tmp-"
+
+
+class LocalStore(Store):
+    """Objects as files under a root directory; keys are relative paths."""
+
+    def __init__(self, root: str | os.PathLike, read_only: bool = False, create: bool = False) -> None:
+        self.root = Path(root).resolve()
+        if create and not read_only:
+            self.root.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():
+            raise NotFound(f"store directory {self.root} does not exist")
+        self.url = f"file://{self.root}"
+        self.read_only = read_only
+
+    # -- helpers ---------------------------------------------------------
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnly(f"store {self.url} is read-only")
+
+    @staticmethod
+    def _io_error(key: str, exc: OSError) -> Exception:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR):
+            return NotFound(f"no object {key!r}")
+        return StoreError(f"{key}: {exc.strerror or exc}")
+
+    # -- reads -----------------------------------------------------------
+    def get(self, key: str) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise self._io_error(key, exc) from None
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        if start < 0 or length < 0:
+            raise ValueError("negative range")
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
+        except OSError as exc:
+            raise self._io_error(key, exc) from None
+        try:
+            return os.pread(fd, length, start) if length else b""
+        finally:
+            os.close(fd)
+
+    def get_ranges(self, key: str, ranges) -> list[bytes]:
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
+        except OSError as exc:
+            raise self._io_error(key, exc) from None
+        try:
+            return [os.pread(fd, n, s) if n else b"" for s, n in ranges]
+        finally:
+            os.close(fd)
+
+    def head(self, key: str) -> ObjectInfo:
+        try:
+            st = os.stat(self._path(key))
+        except OSError as exc:
+            raise self._io_error(key, exc) from None
+        if not _stat.S_ISREG(st.st_mode):
+            raise NotFound(f"no object {key!r}")
+        return ObjectInfo(key, st.st_size, st.st_mtime)
+
+    # -- writes ----------------------------------------------------------
+    def put(self, key: str, data: bytes) -> None:
+        self._writable()
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            self._fsync_dir(path.parent)
+        except OSError as exc:
+            raise StoreError(f"{key}: cannot write: {exc.strerror or exc}") from None
+
+    @staticmethod
+    def _fsync_dir(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def delete(self, key: str) -> None:
+        self._writable()
+        path = self._path(key)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreError(f"{key}: cannot delete: {exc.strerror or exc}") from None
+        # Remove directories left empty, up to (not including) the root.
+        parent = path.parent
+        while parent != self.root:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+    # -- listings --------------------------------------------------------
+    def _split_prefix(self, prefix: str) -> tuple[Path, str, str]:
+        """Directory to scan, key prefix of that directory, name filter."""
+        check_prefix(prefix)
+        if "/" in prefix:
+            dir_part, name_part = prefix.rsplit("/", 1)
+            return self.root / dir_part, dir_part + "/", name_part
+        return self.root, "", prefix
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        directory, key_base, name_filter = self._split_prefix(prefix)
+        yield from self._walk(directory, key_base, name_filter)
+
+    def _walk(self, directory: Path, key_base: str, name_filter: str) -> Iterator[ObjectInfo]:
+        try:
+            it = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise StoreError(f"cannot list {directory}: {exc.strerror or exc}") from None
+        subdirs = []
+        with it:
+            for entry in it:
+                name = entry.name
+                if name_filter and not name.startswith(name_filter):
+                    continue
+                if name.startswith(TMP_PREFIX):
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirs.append(name)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if _stat.S_ISREG(st.st_mode):
+                    yield ObjectInfo(key_base + name, st.st_size, st.st_mtime)
+        for name in subdirs:
+            yield from self._walk(directory / name, f"{key_base}{name}/", "")
+
+    def list_dir(self, prefix: str = "") -> Listing:
+        check_prefix(prefix)
+        if prefix and not prefix.endswith("/"):
+            raise ValueError("list_dir prefix must be empty or end with '/'")
+        directory = self.root / prefix if prefix else self.root
+        prefixes: list[str] = []
+        objects: list[ObjectInfo] = []
+        try:
+            it = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return Listing((), ())
+        with it:
+            for entry in it:
+                if entry.name.startswith(TMP_PREFIX):
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        prefixes.append(f"{prefix}{entry.name}/")
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                        if _stat.S_ISREG(st.st_mode):
+                            objects.append(ObjectInfo(prefix + entry.name, st.st_size, st.st_mtime))
+                except FileNotFoundError:
+                    continue
+        prefixes.sort()
+        objects.sort(key=lambda o: o.key)
+        return Listing(tuple(prefixes), tuple(objects))

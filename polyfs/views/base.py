@@ -1,0 +1,129 @@
+"""The view protocol: a view turns a domain model into a tree of virtual nodes.
+
+Nodes are lazy: a directory computes its entries, a file its :class:`VFile`,
+the first time someone asks, and keeps them. Both may do store I/O (chunk
+listings, a sniff), so the FUSE layer calls ``entries()``/``vfile()`` from a
+worker thread. Views know formats; they know nothing of FUSE.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..vfile import Literal, VFile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.catalog import Catalog
+
+
+@dataclass
+class ViewOptions:
+    """Mount options the views read (see config.py for where they come from)."""
+
+    shard_max_chunks: int = 512  # Zarr: most inner chunks per shard (rule in zarr3.shard_shape)
+    shard_shape: dict[str, list[int]] = field(default_factory=dict)  # per dataset path override
+    zarr_sharded: bool = True  # False: one file per chunk (c/i/j/k)
+    tiff_deflate_level: int = 6  # level of transcoded TIFF tiles
+    transcode_cache_bytes: int = 256 << 20
+
+
+@dataclass
+class ViewContext:
+    """What views may consult besides the model: chunk sizes, pipelines, CRCs."""
+
+    catalog: "Catalog"
+    options: ViewOptions = field(default_factory=ViewOptions)
+
+    @property
+    def store(self):
+        return self.catalog.store
+
+
+class Node:
+    name: str
+    mtime: float
+
+    @property
+    def is_dir(self) -> bool:
+        raise NotImplementedError
+
+
+class DirNode(Node):
+    """A directory whose entries are computed once by ``loader``."""
+
+    def __init__(self, name: str, loader: Callable[[], dict[str, Node]] | dict[str, Node],
+                 mtime: float | None = None) -> None:
+        self.name = name
+        self.mtime = mtime if mtime is not None else time.time()
+        self._loader = loader
+        self._entries: dict[str, Node] | None = loader if isinstance(loader, dict) else None
+        self._lock = threading.Lock()
+
+    @property
+    def is_dir(self) -> bool:
+        return True
+
+    def entries(self) -> dict[str, Node]:
+        if self._entries is None:
+            with self._lock:
+                if self._entries is None:
+                    assert callable(self._loader)
+                    self._entries = self._loader()
+        return self._entries
+
+    @property
+    def loaded(self) -> bool:
+        return self._entries is not None
+
+    def reset(self) -> None:
+        """Forget the entries so the next ``entries()`` recomputes them."""
+        if callable(self._loader):
+            with self._lock:
+                self._entries = None
+
+
+class FileNode(Node):
+    """A file whose :class:`VFile` is built once by ``builder``.
+
+    ``size_hint`` lets a view give the size without building the whole file
+    (it must equal ``vfile().size``).
+    """
+
+    def __init__(self, name: str, builder: Callable[[], VFile] | VFile, mtime: float | None = None,
+                 size_hint: Callable[[], int] | None = None) -> None:
+        self.name = name
+        self.mtime = mtime if mtime is not None else time.time()
+        self._builder = builder
+        self._vfile: VFile | None = builder if isinstance(builder, VFile) else None
+        self._size_hint = size_hint
+        self._lock = threading.Lock()
+
+    @property
+    def is_dir(self) -> bool:
+        return False
+
+    def vfile(self) -> VFile:
+        if self._vfile is None:
+            with self._lock:
+                if self._vfile is None:
+                    assert callable(self._builder)
+                    self._vfile = self._builder()
+        return self._vfile
+
+    def size(self) -> int:
+        if self._vfile is None and self._size_hint is not None:
+            return self._size_hint()
+        return self.vfile().size
+
+
+def literal_file(name: str, data: bytes, mtime: float | None = None) -> FileNode:
+    """A small file of known bytes (metadata JSON)."""
+    return FileNode(name, VFile([Literal(data)]), mtime)
+
+
+def json_file(name: str, obj: Any, mtime: float | None = None) -> FileNode:
+    import json
+
+    return literal_file(name, (json.dumps(obj, indent=2, allow_nan=True) + "\n").encode("utf-8"), mtime)

@@ -1,0 +1,170 @@
+"""The mount's top level: one directory per view, every domain under each.
+
+``MNT/<view>/<domain dirs>/<stem><suffix>`` where ``<stem>`` is the domain
+path without a trailing ``.h5``: domain ``/home/alice/brain.h5`` appears as
+``zarr/home/alice/brain.zarr/``, ``n5/home/alice/brain.n5/``,
+``hdf5/home/alice/brain.h5``, ``tiff/home/alice/brain/``.
+
+Each view module provides ``SUFFIX``, ``KIND`` (``dir`` or ``file``) and
+``domain_node(model, ctx, name)`` returning that kind of node;
+this module only places what they return. The domain list is re-read when a
+view directory is listed after ``ttl`` seconds, so domains imported while
+mounted appear.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import PolyfsError
+from ..model.catalog import Catalog
+from .base import DirNode, FileNode, Node, ViewContext
+
+log = logging.getLogger(__name__)
+
+# view directory name -> module implementing it (order = listing order)
+VIEW_MODULES = {
+    "zarr": "polyfs.views.zarr3",
+    "n5": "polyfs.views.n5",
+    "hdf5": "polyfs.views.hdf5",
+    "tiff": "polyfs.views.tiff",
+    "polyglot": "polyfs.views.polyglot",
+}
+
+
+def domain_stem(domain_path: str) -> list[str]:
+    """Path components of a domain without the trailing ``.h5``."""
+    parts = [p for p in domain_path.split("/") if p]
+    if parts and parts[-1].endswith(".h5") and len(parts[-1]) > 3:
+        parts[-1] = parts[-1][:-3]
+    return parts
+
+
+@dataclass
+class ViewSpec:
+    name: str
+    suffix: str
+    domain_node: Callable[..., Node]
+    kind: str = "dir"  # "dir" or "file": what domain_node returns
+
+
+def load_views(names: list[str] | None = None) -> list[ViewSpec]:
+    out = []
+    for name, modname in VIEW_MODULES.items():
+        if names is not None and name not in names:
+            continue
+        mod = importlib.import_module(modname)
+        out.append(ViewSpec(name, mod.SUFFIX, mod.domain_node, getattr(mod, "KIND", "dir")))
+    return out
+
+
+class DomainDir(DirNode):
+    """A view directory whose subtree mirrors the store's domain hierarchy."""
+
+    def __init__(self, name: str, view: ViewSpec, ctx: ViewContext, domains: "DomainList", prefix: tuple[str, ...] = ()):
+        self.view = view
+        self.ctx = ctx
+        self.domains = domains
+        self.prefix = prefix
+        self._generation = -1
+        self._nodes: dict[str, Node] = {}
+        super().__init__(name, self._load)
+
+    def entries(self) -> dict[str, Node]:
+        if self.domains.generation() != self._generation:
+            self.reset()
+        return super().entries()
+
+    def _load(self) -> dict[str, Node]:
+        gen = self.domains.generation()
+        out: dict[str, Node] = {}
+        depth = len(self.prefix)
+        for path in self.domains.paths():
+            parts = domain_stem(path)
+            if tuple(parts[:depth]) != self.prefix or len(parts) <= depth:
+                continue
+            if len(parts) == depth + 1:
+                leaf = parts[depth] + self.view.suffix
+                node = self._nodes.get(leaf)
+                if node is None or getattr(node, "_domain_path", None) != path:
+                    node = self._domain_leaf(path, leaf)
+                out[leaf] = node
+            else:
+                sub = parts[depth]
+                if sub in out and not isinstance(out[sub], DomainDir):
+                    log.warning("%s: %s hides a domain directory", self.view.name, sub)
+                    continue
+                node = self._nodes.get(sub)
+                if not isinstance(node, DomainDir):
+                    node = DomainDir(sub, self.view, self.ctx, self.domains, self.prefix + (sub,))
+                out.setdefault(sub, node)
+        self._nodes = dict(out)
+        self._generation = gen
+        return out
+
+    def _domain_leaf(self, path: str, leaf: str) -> Node:
+        """A lazy leaf: the domain is loaded and rendered on first use, not on listing."""
+        holder: dict[str, Node] = {}
+        lock = threading.Lock()
+
+        def real() -> Node:
+            with lock:
+                if "node" not in holder:
+                    model = self.ctx.catalog.load(path)
+                    holder["node"] = self.view.domain_node(model, self.ctx, leaf)
+                return holder["node"]
+
+        node: Node
+        if self.view.kind == "file":
+            node = FileNode(leaf, lambda: real().vfile(), size_hint=lambda: real().size())
+        else:
+            node = DirNode(leaf, lambda: real().entries())
+        node._domain_path = path  # type: ignore[attr-defined]
+        return node
+
+
+class DomainList:
+    """The store's domains, re-listed at most every ``ttl`` seconds."""
+
+    def __init__(self, catalog: Catalog, ttl: float = 5.0) -> None:
+        self.catalog = catalog
+        self.ttl = ttl
+        self._paths: list[str] = []
+        self._at = -1e9
+        self._gen = 0
+        self._lock = threading.Lock()
+
+    def refresh(self, force: bool = False) -> None:
+        with self._lock:
+            if not force and time.monotonic() - self._at < self.ttl:
+                return
+            try:
+                paths = self.catalog.list_domains()
+            except PolyfsError as exc:
+                log.error("cannot list domains: %s", exc)
+                return
+            self._at = time.monotonic()
+            if paths != self._paths:
+                self._paths = paths
+                self._gen += 1
+
+    def paths(self) -> list[str]:
+        self.refresh()
+        return list(self._paths)
+
+    def generation(self) -> int:
+        self.refresh()
+        return self._gen
+
+
+def build_root(ctx: ViewContext, views: list[str] | None = None, ttl: float = 5.0) -> DirNode:
+    """The mount root: one DomainDir per view."""
+    domains = DomainList(ctx.catalog, ttl)
+    entries: dict[str, Node] = {}
+    for spec in load_views(views):
+        entries[spec.name] = DomainDir(spec.name, spec, ctx, domains)
+    return DirNode("", entries)

@@ -1,0 +1,40 @@
+"""Test helpers shared by the tiers: build a view context, and materialize
+virtual nodes into real files so independent readers (h5py, zarr-python,
+tensorstore, tifffile, ...) can be pointed at them without a FUSE mount."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from polyfs.model.catalog import Catalog
+from polyfs.reader import Reader
+from polyfs.store.base import Store
+from polyfs.views.base import DirNode, FileNode, Node, ViewContext, ViewOptions
+
+
+def make_ctx(store: Store, **options) -> tuple[ViewContext, Reader]:
+    ctx = ViewContext(Catalog(store), ViewOptions(**options))
+    return ctx, Reader(ctx)
+
+
+def read_node(node: FileNode, reader: Reader, chunk: int = 1 << 20) -> bytes:
+    """All bytes of a virtual file, read in ``chunk``-sized requests like the kernel would."""
+    vf = node.vfile()
+    out = bytearray()
+    for off in range(0, vf.size, chunk):
+        out += reader.read(vf, off, chunk)
+    assert len(out) == vf.size == node.size()
+    return bytes(out)
+
+
+def materialize(node: Node, dest: Path, reader: Reader) -> Path:
+    """Write a virtual node (file or directory tree) to ``dest``."""
+    dest = Path(dest)
+    if isinstance(node, FileNode):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(read_node(node, reader))
+    else:
+        assert isinstance(node, DirNode)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, child in node.entries().items():
+            materialize(child, dest / name, reader)
+    return dest
