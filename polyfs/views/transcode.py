@@ -1,0 +1,104 @@
+"""Producers the views share: transcoded chunks and spliced gzip trailers.
+
+Both run in the reader's worker threads and are cached by it (keyed by
+``cache_key``), so a chunk is transcoded once however many reads touch it.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+from ..codecs.pipeline import Pipeline, gzip_trailer
+from ..errors import ChunkMissing, NotFound
+
+
+def fetch_chunk(ctx: Any, key: str) -> bytes:
+    """A whole stored chunk; a vanished object is ChunkMissing (EIO), logged by the caller."""
+    try:
+        return ctx.store.get(key)
+    except NotFound:
+        raise ChunkMissing(f"chunk object {key} is missing from the store") from None
+
+
+@dataclass(frozen=True)
+class TranscodedChunk:
+    """Stored chunk -> decode with ``source`` -> ``transform(raw)`` -> ``encode(raw)``.
+
+    ``tag`` names the target encoding and transform; with ``key`` it makes
+    the cache key, so two views asking for the same transcoding share it.
+    ``length`` must be the exact size of the result (views pick targets whose
+    size is known from the shape, or measure once with :meth:`measure`).
+    """
+
+    key: str
+    source: Pipeline
+    raw_nbytes: int
+    tag: Hashable
+    encode: Callable[[bytes], bytes] = field(compare=False, hash=False)
+    transform: Callable[[bytes], bytes] | None = field(default=None, compare=False, hash=False)
+    length: int = -1
+    fill: bytes | None = field(default=None, compare=False, hash=False)  # used when the chunk is absent
+
+    @property
+    def cache_key(self) -> Hashable:
+        return ("transcode", self.key, self.tag)
+
+    def produce(self, ctx: Any) -> bytes:
+        if self.fill is not None:
+            try:
+                stored = ctx.store.get(self.key)
+            except NotFound:
+                raw = self.fill
+            else:
+                raw = self.source.decode(stored, self.raw_nbytes)
+        else:
+            raw = self.source.decode(fetch_chunk(ctx, self.key), self.raw_nbytes)
+        if self.transform is not None:
+            raw = self.transform(raw)
+        return self.encode(raw)
+
+    def measure(self, reader: Any) -> "TranscodedChunk":
+        """A copy whose ``length`` is the real output size (produced once, then cached)."""
+        data = self.produce(reader.ctx)
+        sized = TranscodedChunk(self.key, self.source, self.raw_nbytes, self.tag, self.encode,
+                                self.transform, len(data), self.fill)
+        reader.cache.put(sized.cache_key, data)
+        return sized
+
+
+@dataclass(frozen=True)
+class GzipTrailer:
+    """CRC32 + ISIZE closing a gzip member spliced from a stored zlib stream.
+
+    The CRC32 comes from polyfs's CRC table when it matches the stream's
+    Adler-32 (read from the stream's last 4 bytes), else by inflating once.
+    """
+
+    dataset: Any  # model Dataset
+    linear: int
+    key: str
+    stored_size: int
+    raw_nbytes: int
+    length: int = 8
+
+    @property
+    def cache_key(self) -> Hashable:
+        return ("gzip-trailer", self.key, self.stored_size)
+
+    def produce(self, ctx: Any) -> bytes:
+        catalog = ctx.catalog
+        try:
+            tail = ctx.store.get_range(self.key, self.stored_size - 4, 4)
+        except NotFound:
+            raise ChunkMissing(f"chunk object {self.key} is missing from the store") from None
+        adler = int.from_bytes(tail, "big")
+        crc = catalog.crc_table(self.dataset).lookup(self.linear, adler)
+        if crc is None:
+            stream = fetch_chunk(ctx, self.key)
+            crc = catalog.chunk_crc32(self.dataset, self.linear, stream)
+        return gzip_trailer(crc, self.raw_nbytes)
+
+
+def zlib_encoder(level: int) -> Callable[[bytes], bytes]:
+    return lambda raw: zlib.compress(raw, level)
