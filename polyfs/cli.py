@@ -46,8 +46,8 @@ def _add_create(sub) -> None:
 
 def _add_mount(sub) -> None:
     p = sub.add_parser("mount", help="mount a store (daemonizes unless -f)")
-    p.add_argument("store")
-    p.add_argument("mountpoint")
+    p.add_argument("store", nargs="?", help="store URL (or 'store' in the config file)")
+    p.add_argument("mountpoint", nargs="?", help="mountpoint (or 'mountpoint' in the config file)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     p.add_argument("--read-only", action="store_true", help="refuse all writes (EROFS)")
     p.add_argument("-o", dest="options", action="append", default=[],

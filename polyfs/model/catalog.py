@@ -112,7 +112,10 @@ class Catalog:
                 return obj_id, self.get_json(key)
             except NotFound:
                 if ids.is_root(obj_id):
-                    return obj_id, self.get_json(keys.legacy_root_group_key(obj_id))
+                    try:
+                        return obj_id, self.get_json(keys.legacy_root_group_key(obj_id))
+                    except NotFound:
+                        pass
                 raise NotFound(f"domain {path}: object {obj_id} is missing ({key})") from None
 
         def resolve(type_id: str) -> DType:

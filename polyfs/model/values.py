@@ -134,7 +134,9 @@ def element_to_json(t: DType, x: Any) -> Any:
     raise InvalidInput(f"cannot convert a value of type {t}")
 
 
-def _nested(arr: np.ndarray, fn) -> Any:
+def _nested(arr: Any, fn) -> Any:
+    if not isinstance(arr, np.ndarray):
+        return fn(arr)  # an element of an object array
     if arr.ndim == 0:
         return fn(arr[()])
     return [_nested(arr[i], fn) for i in range(arr.shape[0])]
@@ -177,9 +179,20 @@ def _flatten_to_rank(value: Any, rank: int) -> list:
 def from_numpy(t: DType, arr: Any) -> Any:
     """The JSON value HSDS stores for an array (scalar element for 0-d)."""
     arr = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
+    base = resolved(t)
+    if isinstance(base, ArrayType) and arr.dtype.subdtype is None:
+        # numpy folds an array type's dims into the array shape: split them off again
+        outer = arr.ndim - len(base.dims)
+        return _nested_outer(arr, outer, lambda e: element_to_json(t, e))
     if arr.ndim == 0:
         return element_to_json(t, arr[()])
     return _nested(arr, lambda e: element_to_json(t, e))
+
+
+def _nested_outer(arr: np.ndarray, depth: int, fn) -> Any:
+    if depth == 0:
+        return fn(arr)
+    return [_nested_outer(arr[i], depth - 1, fn) for i in range(arr.shape[0])]
 
 
 def fill_array(t: DType, fill_json: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -15,8 +15,15 @@ class MemoryStore(Store):
     def __init__(self, read_only: bool = False, name: str = "") -> None:
         self._objects: dict[str, tuple[bytes, float]] = {}
         self._lock = threading.Lock()
+        self.name = name
         self.read_only = read_only
         self.url = f"memory://{name or format(id(self), 'x')}"
+
+    def read_only_view(self) -> "MemoryStore":
+        """The same objects through a store that refuses writes."""
+        view = MemoryStore(read_only=True, name=self.name)
+        view._objects, view._lock, view.url = self._objects, self._lock, self.url
+        return view
 
     def _item(self, key: str) -> tuple[bytes, float]:
         check_key(key)

@@ -28,7 +28,7 @@ def open_store(url: str, read_only: bool = False, create: bool = False, **option
             store = _MEMORY.get(name)
             if store is None:
                 store = _MEMORY[name] = MemoryStore(name=name)
-        return store
+        return store.read_only_view() if read_only else store
     if url.startswith("file://"):
         url = url[len("file://"):]
     elif "://" in url:

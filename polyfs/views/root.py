@@ -57,7 +57,13 @@ def load_views(names: list[str] | None = None) -> list[ViewSpec]:
     for name, modname in VIEW_MODULES.items():
         if names is not None and name not in names:
             continue
-        mod = importlib.import_module(modname)
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name != modname:
+                raise
+            log.warning("view %s is not available (%s)", name, exc)
+            continue
         out.append(ViewSpec(name, mod.SUFFIX, mod.domain_node, getattr(mod, "KIND", "dir")))
     return out
 

@@ -1,0 +1,280 @@
+"""Daemon lifecycle: checks, store, catalog, pyfuse3 init/main/close, signals,
+readiness (a pipe to the waiting parent, and sd_notify for systemd).
+
+``polyfs mount`` returns only once the mount is live (or with one clear error
+line); in the background it forks, and the child reports "ready" or the
+error through a pipe before the parent exits.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from typing import Callable
+
+from . import config as config_mod
+from .errors import MountError, PolyfsError, one_line
+
+log = logging.getLogger("polyfs")
+
+
+# -- checks ----------------------------------------------------------------
+def mounted_fs(mountpoint: str) -> str | None:
+    """The filesystem type mounted at ``mountpoint`` (from mountinfo), else None."""
+    target = os.path.realpath(mountpoint)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                parts = line.split()
+                mp = parts[4].encode().decode("unicode_escape")
+                if mp == target:
+                    sep = parts.index("-")
+                    return parts[sep + 1]
+    except OSError:
+        return None
+    return None
+
+
+def preflight(cfg: config_mod.MountConfig) -> None:
+    """Everything that can be checked before mounting, each with one clear message."""
+    mp = cfg.mountpoint
+    try:
+        st = os.stat(mp)
+    except FileNotFoundError:
+        raise MountError(f"mountpoint {mp} does not exist") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+            raise MountError(f"mountpoint {mp} is a dead FUSE mount; run 'polyfs umount {mp}' first") from None
+        raise MountError(f"mountpoint {mp}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise MountError(f"mountpoint {mp} is not a directory")
+    if mounted_fs(mp) is not None or os.path.ismount(mp):
+        raise MountError(f"mountpoint {mp} is busy (something is already mounted there)")
+    try:
+        dev = os.stat("/dev/fuse")
+    except OSError:
+        raise MountError("/dev/fuse does not exist (load the fuse module, or give the container /dev/fuse)") from None
+    if not stat.S_ISCHR(dev.st_mode):
+        raise MountError("/dev/fuse is not the FUSE character device")
+    try:
+        fd = os.open("/dev/fuse", os.O_RDWR)
+        os.close(fd)
+    except OSError as exc:
+        raise MountError(f"cannot open /dev/fuse: {exc.strerror}") from None
+
+
+def open_checked_store(cfg: config_mod.MountConfig):
+    from .store import open_store
+
+    try:
+        store = open_store(cfg.store, read_only=True)
+        store.list_dir("")  # reachable, listable (bucket exists, credentials work)
+    except PolyfsError as exc:
+        raise MountError(f"cannot open store {cfg.store}: {one_line(exc)}") from None
+    return store
+
+
+# -- logging and readiness --------------------------------------------------
+def setup_logging(cfg: config_mod.MountConfig, daemon: bool) -> None:
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    fmt = logging.Formatter("%(asctime)s polyfs[%(process)d] %(levelname)s %(name)s: %(message)s")
+    if cfg.log_file:
+        handler: logging.Handler = logging.FileHandler(cfg.log_file)
+    elif daemon and os.path.exists("/dev/log"):
+        handler = logging.handlers.SysLogHandler("/dev/log")
+        fmt = logging.Formatter("polyfs[%(process)d]: %(levelname)s %(name)s: %(message)s")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(fmt)
+    root.addHandler(handler)
+    root.setLevel(cfg.log_level.upper())
+
+
+def sd_notify(message: str) -> None:
+    """Tell systemd (Type=notify) about our state; a no-op outside systemd."""
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.connect(addr)
+            s.sendall(message.encode())
+    except OSError as exc:
+        log.warning("sd_notify failed: %s", exc)
+
+
+def tune_read_ahead(mountpoint: str, kb: int) -> None:
+    """Raise the mount's read-ahead (DESIGN.md section 5: 128 KiB -> 4 MiB requests)."""
+    if kb <= 0:
+        return
+    try:
+        dev = os.stat(mountpoint).st_dev
+        path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+        with open(path, "w") as f:
+            f.write(str(kb))
+        log.debug("read_ahead_kb=%d for %s", kb, mountpoint)
+    except OSError as exc:
+        log.info("cannot set read_ahead_kb (%s); large reads stay at the kernel default", exc.strerror)
+
+
+# -- running ---------------------------------------------------------------
+def fuse_options(cfg: config_mod.MountConfig) -> set[str]:
+    import pyfuse3
+
+    opts = set(pyfuse3.default_options)
+    # The store URL names the mount in mount(8)/df output; commas would split options.
+    opts |= {"fsname=" + cfg.store.replace("\\", "\\\\").replace(",", "\\,"), "subtype=polyfs"}
+    if cfg.read_only:
+        opts.add("ro")
+    opts |= set(cfg.fuse_options)
+    return opts
+
+
+def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None) -> None:
+    """Mount and serve until unmounted or signalled (blocks)."""
+    import pyfuse3
+    import trio
+
+    from .fs.operations import Operations
+    from .model.catalog import Catalog
+    from .reader import Reader
+    from .views.base import ViewContext
+    from .views.root import build_root
+
+    preflight(cfg)
+    store = open_checked_store(cfg)
+    ctx = ViewContext(Catalog(store), cfg.view_options())
+    reader = Reader(ctx, cache_bytes=cfg.cache_mb << 20)
+    root = build_root(ctx, cfg.view_names(), ttl=cfg.domain_ttl)
+    ops = Operations(root, reader, read_only=True, entry_timeout=cfg.entry_timeout, threads=cfg.threads)
+    try:
+        pyfuse3.init(ops, cfg.mountpoint, fuse_options(cfg))
+    except RuntimeError as exc:
+        raise MountError(f"cannot mount {cfg.mountpoint}: {exc}") from None
+    log.info("mounted %s on %s", cfg.store, cfg.mountpoint)
+
+    async def post_mount() -> None:
+        await trio.to_thread.run_sync(tune_read_ahead, cfg.mountpoint, cfg.read_ahead_kb)
+        sd_notify(f"READY=1\nSTATUS=serving {cfg.store} on {cfg.mountpoint}")
+        if on_ready is not None:
+            on_ready()
+
+    async def watch_signals() -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                log.info("signal %d: unmounting %s", signum, cfg.mountpoint)
+                sd_notify("STOPPING=1")
+                pyfuse3.terminate()
+                return
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch_signals)
+            nursery.start_soon(post_mount)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        try:
+            pyfuse3.close(unmount=True)
+        finally:
+            reader.close()
+            log.info("unmounted %s", cfg.mountpoint)
+
+
+def _daemonize_and_wait(cfg: config_mod.MountConfig) -> int:
+    """Fork; the child mounts and reports through a pipe; the parent waits for it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid > 0:
+        os.close(w)
+        chunks = []
+        while True:
+            data = os.read(r, 4096)
+            if not data:
+                break
+            chunks.append(data)
+        os.close(r)
+        try:
+            os.waitpid(pid, 0)  # the intermediate child exits at once
+        except ChildProcessError:
+            pass
+        msg = b"".join(chunks).decode(errors="replace")
+        if msg.startswith("OK"):
+            return 0
+        text = msg[4:].strip() if msg.startswith("ERR ") else "the daemon exited before the mount was ready"
+        print(f"polyfs: error: {text}", file=sys.stderr)
+        return 1
+    # child
+    os.close(r)
+    os.setsid()
+    if os.fork() > 0:  # let the session leader go; the grandchild is the daemon
+        os._exit(0)
+    os.chdir("/")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    setup_logging(cfg, daemon=True)
+
+    def ready() -> None:
+        try:
+            os.write(w, b"OK\n")
+            os.close(w)
+        except OSError:
+            pass
+
+    code = 0
+    try:
+        run(cfg, on_ready=ready)
+    except PolyfsError as exc:
+        log.error("%s", one_line(exc))
+        try:
+            os.write(w, f"ERR {one_line(exc)}\n".encode())
+        except OSError:
+            pass
+        code = 1
+    except BaseException as exc:  # noqa: BLE001 - report anything to the waiting parent
+        log.exception("daemon failed")
+        try:
+            os.write(w, f"ERR {type(exc).__name__}: {one_line(exc)}\n".encode())
+        except OSError:
+            pass
+        code = 1
+    os._exit(code)
+
+
+def mount_command(args) -> int:
+    cfg = config_mod.load(args)
+    if cfg.foreground:
+        setup_logging(cfg, daemon=False)
+        run(cfg)
+        return 0
+    preflight(cfg)  # cheap checks before forking give the clearest errors
+    return _daemonize_and_wait(cfg)
+
+
+def umount(mountpoint: str) -> None:
+    """Unmount; lazily when the daemon is gone and the mountpoint is dead."""
+    if mounted_fs(mountpoint) is None:
+        raise MountError(f"{mountpoint} is not mounted")
+    for cmd in (["fusermount3", "-u", mountpoint], ["fusermount3", "-u", "-z", mountpoint],
+                ["umount", "-l", mountpoint]):
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True)
+        except FileNotFoundError:
+            continue
+        if res.returncode == 0 and mounted_fs(mountpoint) is None:
+            return
+    raise MountError(f"cannot unmount {mountpoint}")

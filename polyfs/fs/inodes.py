@@ -1,0 +1,78 @@
+"""Inode numbers for view nodes, with the kernel's lookup counts.
+
+A node is identified by its path in the mount; the table hands out an inode
+number the first time a path is looked up and forgets it when the kernel has
+forgotten every lookup (so a million N5 block files do not pin memory).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from ..errors import NotFound
+from ..views.base import Node
+
+ROOT_INODE = 1
+
+
+@dataclass
+class InodeEntry:
+    ino: int
+    path: str
+    node: Node
+    lookups: int = 0
+
+
+class InodeTable:
+    def __init__(self, root: Node) -> None:
+        self._lock = threading.Lock()
+        self._by_ino: dict[int, InodeEntry] = {ROOT_INODE: InodeEntry(ROOT_INODE, "", root, 1)}
+        self._by_path: dict[str, int] = {"": ROOT_INODE}
+        self._next = ROOT_INODE + 1
+
+    def get(self, ino: int) -> InodeEntry:
+        try:
+            return self._by_ino[ino]
+        except KeyError:
+            raise NotFound(f"stale inode {ino}") from None
+
+    def child_path(self, parent: InodeEntry, name: str) -> str:
+        return f"{parent.path}/{name}" if parent.path else name
+
+    def remember(self, path: str, node: Node, count_lookup: bool = True) -> InodeEntry:
+        """The entry for ``path`` (created if new); counts one kernel lookup."""
+        with self._lock:
+            ino = self._by_path.get(path)
+            if ino is not None:
+                entry = self._by_ino[ino]
+                entry.node = node  # the view may have re-rendered it
+            else:
+                ino = self._next
+                self._next += 1
+                entry = InodeEntry(ino, path, node)
+                self._by_ino[ino] = entry
+                self._by_path[path] = ino
+            if count_lookup:
+                entry.lookups += 1
+            return entry
+
+    def peek(self, path: str) -> InodeEntry | None:
+        with self._lock:
+            ino = self._by_path.get(path)
+            return self._by_ino.get(ino) if ino is not None else None
+
+    def forget(self, ino: int, n: int) -> None:
+        if ino == ROOT_INODE:
+            return
+        with self._lock:
+            entry = self._by_ino.get(ino)
+            if entry is None:
+                return
+            entry.lookups -= n
+            if entry.lookups <= 0:
+                del self._by_ino[ino]
+                if self._by_path.get(entry.path) == ino:
+                    del self._by_path[entry.path]
+
+    def __len__(self) -> int:
+        return len(self._by_ino)

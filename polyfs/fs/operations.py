@@ -1,0 +1,273 @@
+"""pyfuse3 operations over the view tree. No format knowledge lives here.
+
+Every handler runs the view's lazy work (listings, layout, reads) in a
+worker thread, maps polyfs errors to errno through ``errors.errno_of``, and
+turns any unexpected exception into EIO after logging it once, so no request
+can take the daemon down.
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import stat
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyfuse3
+import trio
+
+from ..errors import IsADirectory, NotADirectory, NotFound, ReadOnly, errno_of
+from ..reader import Reader
+from ..views.base import DirNode, FileNode, Node
+from .inodes import ROOT_INODE, InodeEntry, InodeTable
+
+log = logging.getLogger(__name__)
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
+
+
+def fuse_errors(fn: Callable) -> Callable:
+    """Map exceptions to FUSEError in one place; never let one escape to pyfuse3."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: "Operations", *args: Any) -> Any:
+        try:
+            return await fn(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place that maps them
+            code = errno_of(exc)
+            if code == errno.EIO:
+                self._log_unexpected(fn.__name__, exc)
+            else:
+                log.debug("%s: %s -> %s", fn.__name__, exc, errno.errorcode.get(code, code))
+            raise pyfuse3.FUSEError(code) from None
+
+    return wrapper
+
+
+@dataclass
+class _DirHandle:
+    entry: InodeEntry
+    names: list[tuple[str, Node]]
+
+
+@dataclass
+class _FileHandle:
+    entry: InodeEntry
+    vfile: Any
+
+
+class Operations(pyfuse3.Operations):
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, root: DirNode, reader: Reader, read_only: bool = True, entry_timeout: float = 1.0,
+                 threads: int = 16) -> None:
+        super().__init__()
+        self.inodes = InodeTable(root)
+        self.reader = reader
+        self.read_only = read_only
+        self.entry_timeout = entry_timeout
+        self.limiter = trio.CapacityLimiter(threads)
+        self.uid = os.getuid()
+        self.gid = os.getgid()
+        self._handles: dict[int, Any] = {}
+        self._next_fh = 1
+        self._fh_lock = threading.Lock()
+        self._logged: set[tuple] = set()
+
+    # -- helpers ----------------------------------------------------------
+    def _log_unexpected(self, op: str, exc: BaseException) -> None:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = (type(exc).__name__, tb.tb_frame.f_code.co_filename if tb else "", tb.tb_lineno if tb else 0)
+        if where in self._logged:
+            log.error("%s failed: %s", op, exc)
+            return
+        self._logged.add(where)
+        log.error("%s failed: %s", op, exc, exc_info=(type(exc), exc, exc.__traceback__))
+
+    async def _thread(self, fn: Callable, *args: Any) -> Any:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+
+    def _new_fh(self, handle: Any) -> int:
+        with self._fh_lock:
+            fh = self._next_fh
+            self._next_fh += 1
+            self._handles[fh] = handle
+            return fh
+
+    def _attr(self, entry: InodeEntry) -> pyfuse3.EntryAttributes:
+        """Attributes of a node (may compute a file's size: call from a thread)."""
+        node = entry.node
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = entry.ino
+        a.generation = 0
+        a.entry_timeout = self.entry_timeout
+        a.attr_timeout = self.entry_timeout
+        # Views are read-only for now: writes through them come with the write issue.
+        if node.is_dir:
+            a.st_mode = stat.S_IFDIR | 0o555
+            a.st_nlink = 2
+            a.st_size = 0
+        else:
+            assert isinstance(node, FileNode)
+            a.st_mode = stat.S_IFREG | 0o444
+            a.st_nlink = 1
+            a.st_size = node.size()
+        a.st_uid = self.uid
+        a.st_gid = self.gid
+        ns = int(node.mtime * 1e9)
+        a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = ns
+        a.st_blksize = 1 << 20
+        a.st_blocks = (a.st_size + 511) // 512
+        return a
+
+    def _child(self, parent: InodeEntry, name: str) -> tuple[str, Node]:
+        if not isinstance(parent.node, DirNode):
+            raise NotADirectory(parent.path)
+        node = parent.node.entries().get(name)
+        if node is None:
+            raise NotFound(f"{parent.path}/{name}")
+        return self.inodes.child_path(parent, name), node
+
+    def _lookup_sync(self, parent_ino: int, name: str) -> pyfuse3.EntryAttributes:
+        parent = self.inodes.get(parent_ino)
+        path, node = self._child(parent, name)
+        attr_entry = InodeEntry(0, path, node)
+        attr = self._attr(attr_entry)  # size first: a failure must not count a lookup
+        entry = self.inodes.remember(path, node)
+        attr.st_ino = entry.ino
+        return attr
+
+    # -- lookups and attributes ---------------------------------------------
+    @fuse_errors
+    async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
+        return await self._thread(self._lookup_sync, parent_inode, os.fsdecode(name))
+
+    @fuse_errors
+    async def forget(self, inode_list) -> None:
+        for ino, n in inode_list:
+            self.inodes.forget(ino, n)
+
+    @fuse_errors
+    async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
+        entry = self.inodes.get(inode)
+        return await self._thread(self._attr, entry)
+
+    @fuse_errors
+    async def access(self, inode: int, mode: int, ctx) -> bool:
+        self.inodes.get(inode)
+        if mode & os.W_OK and self.read_only:
+            return False
+        return True
+
+    @fuse_errors
+    async def statfs(self, ctx) -> pyfuse3.StatvfsData:
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = 1 << 20
+        s.f_frsize = 4096
+        s.f_blocks = s.f_bfree = s.f_bavail = 0
+        s.f_files = len(self.inodes)
+        s.f_ffree = s.f_favail = 1 << 30
+        s.f_namemax = 255
+        return s
+
+    # -- directories ----------------------------------------------------------
+    @fuse_errors
+    async def opendir(self, inode: int, ctx) -> int:
+        entry = self.inodes.get(inode)
+        if not isinstance(entry.node, DirNode):
+            raise NotADirectory(entry.path)
+        entries = await self._thread(entry.node.entries)
+        return self._new_fh(_DirHandle(entry, sorted(entries.items())))
+
+    def _readdir_attrs(self, handle: _DirHandle, start: int, count: int) -> list:
+        out = []
+        for name, node in handle.names[start:start + count]:
+            path = self.inodes.child_path(handle.entry, name)
+            try:
+                attr = self._attr(InodeEntry(0, path, node))
+            except Exception as exc:  # an unreadable entry is still listed
+                log.error("cannot stat %s: %s", path, exc)
+                attr = None
+            out.append((name, path, node, attr))
+        return out
+
+    @fuse_errors
+    async def readdir(self, fh: int, start_id: int, token) -> None:
+        handle = self._handles[fh]
+        assert isinstance(handle, _DirHandle)
+        pos = start_id
+        while pos < len(handle.names):
+            batch = await self._thread(self._readdir_attrs, handle, pos, 256)
+            for name, path, node, attr in batch:
+                if attr is None:
+                    pos += 1
+                    continue
+                entry = self.inodes.remember(path, node, count_lookup=False)
+                attr.st_ino = entry.ino
+                if not pyfuse3.readdir_reply(token, os.fsencode(name), attr, pos + 1):
+                    return
+                entry.lookups += 1
+                pos += 1
+
+    @fuse_errors
+    async def releasedir(self, fh: int) -> None:
+        self._handles.pop(fh, None)
+
+    # -- files ------------------------------------------------------------------
+    @fuse_errors
+    async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
+        entry = self.inodes.get(inode)
+        if entry.node.is_dir:
+            raise IsADirectory(entry.path)
+        if flags & _WRITE_FLAGS:
+            raise ReadOnly(f"{entry.path}: writes are not supported by this mount")
+        assert isinstance(entry.node, FileNode)
+        vfile = await self._thread(entry.node.vfile)
+        fh = self._new_fh(_FileHandle(entry, vfile))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True, direct_io=False)
+
+    @fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        handle = self._handles[fh]
+        return await self._thread(self.reader.read, handle.vfile, off, size)
+
+    @fuse_errors
+    async def release(self, fh: int) -> None:
+        self._handles.pop(fh, None)
+
+    @fuse_errors
+    async def flush(self, fh: int) -> None:
+        return None
+
+    @fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        return None
+
+    # -- extended attributes -----------------------------------------------------
+    @fuse_errors
+    async def getxattr(self, inode: int, name: bytes, ctx) -> bytes:
+        self.inodes.get(inode)
+        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+
+    @fuse_errors
+    async def listxattr(self, inode: int, ctx) -> list:
+        self.inodes.get(inode)
+        return []
+
+    # -- everything that would change the tree: refused on this mount ------------
+    async def _refuse(self, *args: Any) -> Any:
+        raise pyfuse3.FUSEError(errno.EROFS)
+
+    setattr = mknod = mkdir = unlink = rmdir = symlink = rename = link = _refuse
+    create = write = setxattr = removexattr = _refuse
