@@ -1,0 +1,361 @@
+"""What a TIFF view says about its pages: axes, pixel sizes, OME-XML.
+
+**Why OME-XML, not ImageJ hyperstack metadata.** ImageJ's own TIFF reader
+refuses tiled TIFFs ("ImageJ cannot open tiled TIFFs. Try using the
+Bio-Formats plugin") and BigTIFF, so Fiji opens every file of this view
+through Bio-Formats, whose native format is OME-TIFF. OME-XML also covers
+more: int8/int16/int32/uint32/float64 pixels (ImageJ: uint8, uint16, float32
+only) and any order of the T, C, Z axes (``DimensionOrder``), so the pages
+can stay in the dataset's C order whatever the axis names are. tifffile,
+napari and GDAL read it as well.
+
+**Beyond OME.** A dataset OME cannot describe (64-bit integers, float16, or
+more than three leading dimensions, i.e. rank > 5) gets tifffile's "shaped"
+JSON description ``{"shape": [...], "axes": "..."}`` instead: tifffile and
+napari still see the N-D array; other readers see a plain stack of pages.
+
+**Axes.** The last two dimensions are always Y (rows) and X (columns). The
+leading ones are named from, in this order: the dataset attribute
+``DIMENSION_LABELS`` (h5py dimension labels), ``_ARRAY_DIMENSIONS`` (xarray),
+``axes`` (a string such as ``"tczyx"``, or a list of names or of NGFF axis
+objects), or the NGFF ``multiscales`` attribute of the parent group that
+lists this dataset. ``t``/``time``/``frame`` -> T, ``c``/``channel`` -> C,
+``z``/``depth``/``slice``/``plane`` -> Z (case-insensitive). Unnamed or
+unrecognised leading dims take, from the last leading dim backwards, the first
+unused of Z, C, T (NGFF's ``t, c, z, y, x`` order: a 3-D array is ZYX, 4-D
+CZYX, 5-D TCZYX).
+
+**Pixel sizes.** The first of these that is present and valid is used:
+
+1. NGFF ``multiscales`` on the parent group: the ``scale`` transforms of the
+   dataset entry (times the multiscale-level ``scale``, if any), with each
+   axis' ``unit``;
+2. ``element_size_um`` on the dataset (ilastik/Vigra/BigDataViewer HDF5),
+   micrometers;
+3. ``scale`` on the dataset (NGFF-style list);
+4. ``pixel_size``, then ``resolution`` on the dataset.
+
+Values are listed slowest-first like the dimensions (C order); a list of the
+dataset's rank gives one size per dimension, a list of two the (Y, X) sizes,
+a scalar the size of every spatial axis. Units come from the NGFF axes, else
+from a ``unit``/``units`` attribute (one string, or a list per dimension),
+else micrometers (``element_size_um`` is always micrometers). The X/Y sizes
+also become the TIFF XResolution/YResolution tags (pixels per centimeter)
+when their unit is a length; the Z size is OME ``PhysicalSizeZ`` and the T
+size ``TimeIncrement``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Sequence
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from ..model.schema import Dataset, Group
+
+LEADING_LETTERS = ("Z", "C", "T")  # default assignment, from the last leading dim backwards
+_NAME_TO_LETTER = {
+    **{n: "T" for n in ("t", "time", "times", "frame", "frames", "timepoint", "timepoints")},
+    **{n: "C" for n in ("c", "ch", "channel", "channels", "wavelength", "lambda")},
+    **{n: "Z" for n in ("z", "depth", "slice", "slices", "plane", "planes", "focal")},
+    **{n: "Y" for n in ("y", "row", "rows")},
+    **{n: "X" for n in ("x", "col", "cols", "column", "columns")},
+}
+# unit spellings (NGFF/UDUNITS names, symbols) -> (OME symbol, meters or seconds per unit)
+_LENGTH_UNITS = {
+    "angstrom": ("Å", 1e-10), "å": ("Å", 1e-10),
+    "picometer": ("pm", 1e-12), "pm": ("pm", 1e-12),
+    "nanometer": ("nm", 1e-9), "nm": ("nm", 1e-9),
+    "micrometer": ("µm", 1e-6), "micron": ("µm", 1e-6), "microns": ("µm", 1e-6), "um": ("µm", 1e-6),
+    "µm": ("µm", 1e-6), "μm": ("µm", 1e-6),
+    "millimeter": ("mm", 1e-3), "mm": ("mm", 1e-3),
+    "centimeter": ("cm", 1e-2), "cm": ("cm", 1e-2),
+    "meter": ("m", 1.0), "m": ("m", 1.0),
+    "kilometer": ("km", 1e3), "km": ("km", 1e3),
+    "inch": ("in", 0.0254), "in": ("in", 0.0254),
+}
+_TIME_UNITS = {
+    "nanosecond": ("ns", 1e-9), "ns": ("ns", 1e-9),
+    "microsecond": ("µs", 1e-6), "us": ("µs", 1e-6), "µs": ("µs", 1e-6),
+    "millisecond": ("ms", 1e-3), "ms": ("ms", 1e-3),
+    "second": ("s", 1.0), "s": ("s", 1.0), "sec": ("s", 1.0),
+    "minute": ("min", 60.0), "min": ("min", 60.0),
+    "hour": ("h", 3600.0), "h": ("h", 3600.0),
+}
+OME_PIXEL_TYPES = {"u1": "uint8", "u2": "uint16", "u4": "uint32", "i1": "int8", "i2": "int16",
+                   "i4": "int32", "f4": "float", "f8": "double", "b1": "uint8"}
+OME_NS = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
+
+
+@dataclass(frozen=True)
+class Axis:
+    letter: str  # T, C, Z, Y, X; Q when unknown (shaped files only)
+    size: int
+    scale: float | None = None  # physical size of one step
+    unit: str | None = None  # OME symbol of ``scale`` (length or time)
+
+
+@dataclass(frozen=True)
+class ImageMeta:
+    axes: tuple[Axis, ...]
+    kind: str  # "ome" or "shaped"
+    description: str
+    resolution: tuple[tuple[int, int], tuple[int, int], int]  # XResolution, YResolution, ResolutionUnit
+
+
+# -- attributes -------------------------------------------------------------
+def _attr(obj: Dataset | Group | None, name: str) -> Any:
+    """An attribute's JSON value, JSON text decoded; None when absent."""
+    if obj is None or name not in obj.attributes:
+        return None
+    v = obj.attributes[name].value
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _texts(v: Any, rank: int) -> list[str | None] | None:
+    """Axis names from a string (``"tczyx"``, ``"t,c,z,y,x"``) or a list (of names or NGFF axes)."""
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if isinstance(v, str):
+        if len(v) == rank and v.isalpha():
+            return list(v)
+        parts = [p for p in v.replace(",", " ").split() if p]
+        return parts if len(parts) == rank else None
+    if isinstance(v, (list, tuple)):
+        out: list[str | None] = []
+        for x in v:
+            if isinstance(x, dict):
+                out.append(str(x["name"]) if x.get("name") is not None else None)
+            elif isinstance(x, bytes):
+                out.append(x.decode("utf-8", "replace"))
+            elif isinstance(x, str):
+                out.append(x)
+            else:
+                out.append(None)
+        return out if len(out) == rank else None
+    return None
+
+
+def _ngff_entry(parent: Group | None, name: str) -> tuple[dict, dict] | None:
+    """(multiscale, dataset entry) of an NGFF ``multiscales`` attribute naming ``name``."""
+    ms = _attr(parent, "multiscales")
+    if ms is None:
+        ome = _attr(parent, "ome")
+        ms = ome.get("multiscales") if isinstance(ome, dict) else None
+    if not isinstance(ms, list):
+        return None
+    for m in ms:
+        if not isinstance(m, dict):
+            continue
+        for d in m.get("datasets") or ():
+            if isinstance(d, dict) and str(d.get("path", "")).strip("/") == name:
+                return m, d
+    return None
+
+
+def axis_names(ds: Dataset, parent: Group | None, name: str) -> list[str | None]:
+    rank = ds.rank
+    for key in ("DIMENSION_LABELS", "_ARRAY_DIMENSIONS", "axes"):
+        names = _texts(_attr(ds, key), rank)
+        if names is not None and any(names):
+            return names
+    ngff = _ngff_entry(parent, name)
+    if ngff is not None:
+        names = _texts(ngff[0].get("axes"), rank)
+        if names is not None:
+            return names
+    return [None] * rank
+
+
+def assign_letters(names: Sequence[str | None]) -> list[str] | None:
+    """One letter per dimension (leading from names or defaults, then Y, X); None if impossible."""
+    lead = [(_NAME_TO_LETTER.get((n or "").strip().lower())) for n in names[:-2]]
+    lead = [x if x in LEADING_LETTERS else None for x in lead]
+    for letter in LEADING_LETTERS:  # a letter claimed twice is claimed by none
+        if lead.count(letter) > 1:
+            lead = [None if x == letter else x for x in lead]
+    free = [x for x in LEADING_LETTERS if x not in lead]
+    for i in range(len(lead) - 1, -1, -1):
+        if lead[i] is None:
+            if not free:
+                return None
+            lead[i] = free.pop(0)
+    return [*lead, "Y", "X"]  # type: ignore[list-item]
+
+
+# -- physical sizes -----------------------------------------------------------
+def _numbers(v: Any) -> list[float] | None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return [float(v)]
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        return [float(x) for x in v]
+    return None
+
+
+def _per_dim(values: list[float], rank: int, spatial: list[bool]) -> list[float | None] | None:
+    if len(values) == rank:
+        return list(values)
+    if len(values) == 2:
+        return [None] * (rank - 2) + values
+    if len(values) == 1:
+        return [values[0] if s else None for s in spatial]
+    return None
+
+
+def _units(v: Any, rank: int) -> list[str | None]:
+    if isinstance(v, str):
+        return [v] * rank
+    if isinstance(v, (list, tuple)) and len(v) == rank:
+        return [x if isinstance(x, str) else None for x in v]
+    return [None] * rank
+
+
+def physical_sizes(ds: Dataset, parent: Group | None, name: str,
+                   letters: Sequence[str]) -> list[tuple[float, str] | None]:
+    """(size, OME unit symbol) per dimension where known."""
+    rank = ds.rank
+    spatial = [x in ("Z", "Y", "X") for x in letters]
+    sizes: list[float | None] | None = None
+    units: list[str | None] = [None] * rank
+    ngff = _ngff_entry(parent, name)
+    if ngff is not None:
+        ms, entry = ngff
+        scale = [1.0] * rank
+        found = False
+        for transforms in (entry.get("coordinateTransformations"), ms.get("coordinateTransformations")):
+            for t in transforms or ():
+                if isinstance(t, dict) and t.get("type") == "scale":
+                    vals = _numbers(t.get("scale"))
+                    if vals is not None and len(vals) == rank:
+                        scale = [a * b for a, b in zip(scale, vals)]
+                        found = True
+        if found:
+            sizes = scale
+            axes = ms.get("axes") or ()
+            units = [a.get("unit") if isinstance(a, dict) else None for a in axes] if len(axes) == rank else units
+    default_unit = "micrometer"
+    if sizes is None:
+        for key in ("element_size_um", "scale", "pixel_size", "resolution"):
+            vals = _numbers(_attr(ds, key))
+            if vals is None:
+                continue
+            sizes = _per_dim(vals, rank, spatial)
+            if sizes is not None:
+                if key != "element_size_um":
+                    u = _attr(ds, "unit")
+                    units = _units(u if u is not None else _attr(ds, "units"), rank)
+                break
+    if sizes is None:
+        return [None] * rank
+    out: list[tuple[float, str] | None] = []
+    for s, u, letter in zip(sizes, units, letters):
+        if s is None or not math.isfinite(s) or s <= 0:
+            out.append(None)
+            continue
+        key = (u or ("second" if letter == "T" else default_unit)).strip().lower()
+        table = _TIME_UNITS if letter == "T" else _LENGTH_UNITS
+        if letter == "C" or key not in table:
+            out.append(None)
+            continue
+        out.append((float(s), table[key][0]))
+    return out
+
+
+def _per_cm(size: float, unit: str) -> float:
+    meters = next(m for sym, m in _LENGTH_UNITS.values() if sym == unit)
+    return 0.01 / (size * meters)
+
+
+def _rational(x: float) -> tuple[int, int]:
+    f = Fraction(x).limit_denominator(1 << 20)
+    while f.numerator >= 1 << 32 or f.denominator >= 1 << 32:
+        f = Fraction(f.numerator >> 1, max(1, f.denominator >> 1))
+    if f.numerator == 0:
+        f = Fraction(1, (1 << 32) - 1)
+    return f.numerator, f.denominator
+
+
+def resolution_tags(axes: Sequence[Axis]) -> tuple[tuple[int, int], tuple[int, int], int]:
+    """XResolution, YResolution (pixels per cm) and ResolutionUnit (1 = none when unknown)."""
+    ax = {a.letter: a for a in axes}
+    y, x = ax.get("Y"), ax.get("X")
+    if x and y and x.scale and y.scale and x.unit in _SYMBOLS_LENGTH and y.unit in _SYMBOLS_LENGTH:
+        return _rational(_per_cm(x.scale, x.unit)), _rational(_per_cm(y.scale, y.unit)), 3
+    return (1, 1), (1, 1), 1
+
+
+_SYMBOLS_LENGTH = {sym for sym, _ in _LENGTH_UNITS.values()}
+
+
+# -- descriptions -------------------------------------------------------------
+def _xml_num(x: float) -> str:
+    return repr(float(x))
+
+
+def _xml_unit(sym: str) -> str:
+    return sym.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def ome_xml(name: str, axes: Sequence[Axis], dtype: np.dtype) -> str:
+    """OME-XML (2016-06) for one image whose planes are the file's IFDs in C order."""
+    lead = [a for a in axes[:-2]]
+    by = {a.letter: a for a in axes}
+    order = "XY" + "".join(a.letter for a in reversed(lead))
+    order += "".join(x for x in "ZCT" if x not in order)
+    sizes = {x: (by[x].size if x in by else 1) for x in "XYZCT"}
+    ptype = OME_PIXEL_TYPES[dtype.kind + str(dtype.itemsize)]
+    attrs = [f'ID="Pixels:0" DimensionOrder="{order}" Type="{ptype}"',
+             " ".join(f'Size{x}="{sizes[x]}"' for x in "XYZCT"),
+             f'BigEndian="{"true" if dtype.byteorder == ">" else "false"}" Interleaved="false"'
+             f' SignificantBits="{8 * dtype.itemsize}"']
+    for x in "XYZ":
+        a = by.get(x)
+        if a is not None and a.scale:
+            attrs.append(f'PhysicalSize{x}="{_xml_num(a.scale)}" PhysicalSize{x}Unit="{_xml_unit(a.unit or "µm")}"')
+    t = by.get("T")
+    if t is not None and t.scale:
+        attrs.append(f'TimeIncrement="{_xml_num(t.scale)}" TimeIncrementUnit="{_xml_unit(t.unit or "s")}"')
+    nplanes = sizes["Z"] * sizes["C"] * sizes["T"]
+    channels = "".join(f'<Channel ID="Channel:0:{c}" SamplesPerPixel="1"><LightPath/></Channel>'
+                       for c in range(sizes["C"]))
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<OME xmlns="{OME_NS}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+        f'xsi:schemaLocation="{OME_NS} {OME_NS}/ome.xsd" Creator="polyfs">'
+        f'<Image ID="Image:0" Name={quoteattr(name)}>'
+        f'<Pixels {" ".join(attrs)}>{channels}<TiffData IFD="0" PlaneCount="{nplanes}"/></Pixels>'
+        "</Image></OME>"
+    )
+
+
+def shaped_json(axes: Sequence[Axis]) -> str:
+    letters = "".join(a.letter for a in axes)
+    meta: dict[str, Any] = {"shape": [a.size for a in axes]}
+    if len(set(letters.replace("Q", ""))) == len(letters.replace("Q", "")):
+        meta["axes"] = letters
+    return json.dumps(meta)
+
+
+def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np.dtype) -> ImageMeta:
+    """Axes, pixel sizes and the first page's ImageDescription of one dataset."""
+    dims = ds.shape.array_shape
+    names = axis_names(ds, parent, name)
+    letters = assign_letters(names)
+    ome_ok = letters is not None and (dtype.kind + str(dtype.itemsize)) in OME_PIXEL_TYPES
+    if letters is None:
+        letters = ["Q"] * (len(dims) - 2) + ["Y", "X"]
+    phys = physical_sizes(ds, parent, name, letters)
+    axes = tuple(Axis(letter, int(n), p[0] if p else None, p[1] if p else None)
+                 for letter, n, p in zip(letters, dims, phys))
+    if ome_ok:
+        return ImageMeta(axes, "ome", ome_xml(title, axes, dtype), resolution_tags(axes))
+    return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))

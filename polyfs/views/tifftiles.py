@@ -1,0 +1,432 @@
+"""Where a TIFF view's tiles come from: stored chunks as they are, or transcoded.
+
+**Zero-copy** when the stored bytes are valid TIFF tiles: the codec has a
+TIFF code (none=1, deflate=8, zstd=50000; ``CodecSpec.tiff``), nothing else is
+in the pipeline, the chunk's two plane dims are multiples of 16 and the chunk
+is one plane deep. Uncompressed chunks qualify at any depth: plane ``k`` of a
+chunk is the contiguous byte range ``k * plane_bytes``. The tile data is then
+one :class:`ChunkRun` of the whole chunk objects in C order, and the tile
+offsets come from the chunk sizes alone (no chunk data is read).
+
+**Transcoded** otherwise (blosc, bzip2, shuffle, HSDS Blosc frames, 3-D
+chunks, plane dims that are not multiples of 16). Tiles are then grouped so
+that a group is produced from one decoding of its source chunks: a group is
+one tile position of the plane times the pages of one chunk along the leading
+dims (for a 32^3 chunk, 32 tiles from one decode), or one page for
+uncompressed sources (read by range, never whole). Tile dims per plane axis:
+the chunk dim if it is a multiple of 16; else one tile across the whole axis
+if it is short; else ``k * chunk`` (the smallest multiple of 16 made of whole
+chunks) up to :data:`MAX_TILE`; else the chunk dim rounded up to 16, where
+tiles straddle chunk edges and a chunk is decoded by up to 4 groups.
+Tiles are deflated at the mount's ``tiff_deflate_level`` (0 = stored
+uncompressed, Compression=1, whose sizes are known without transcoding).
+Deflated sizes are measured once, when the file is first sized (all groups,
+in parallel; only the sizes are kept): zlib is deterministic, so a group
+produced again after cache eviction has exactly the measured length (the
+reader checks it).
+
+**Missing chunks** become tiles of the fill value: one encoded fill tile is
+stored once in the file and every missing tile points at it. Edge tiles are
+full size (padded with the chunk's padding, or the fill value), as TIFF wants.
+"""
+from __future__ import annotations
+
+import math
+import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+import numpy as np
+
+from ..codecs.pipeline import Pipeline
+from ..errors import NotFound, SchemaError
+from ..model import values
+from ..model.chunks import ChunkIndex
+from ..model.schema import Dataset
+from ..vfile import ChunkRun, ProducedPiece, Segment
+from .tiffstructs import COMPRESSION_DEFLATE, COMPRESSION_NONE
+from .transcode import fetch_chunk
+
+MAX_TILE = 2048  # largest tile edge made of whole chunks before tiles straddle chunk edges
+MEASURE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
+
+
+def tiff_code(pipe: Pipeline) -> int | None:
+    """The TIFF Compression code of a pipeline whose bytes are valid TIFF tiles, or None."""
+    if pipe.is_identity:
+        return COMPRESSION_NONE
+    if len(pipe.filters) != 1:
+        return None
+    return pipe.filters[0].spec.tiff
+
+
+def _round16(n: int) -> int:
+    return -(-n // 16) * 16
+
+
+def tile_axis(n: int, c: int) -> int:
+    """Tile edge along one plane axis of extent ``n`` and chunk edge ``c``."""
+    if c % 16 == 0:
+        return c
+    whole = _round16(n)
+    if n <= c:
+        return whole  # one chunk along this axis: one tile covers it
+    k = 16 // math.gcd(c, 16)
+    if whole <= min(k * c, MAX_TILE):
+        return whole  # one tile across the axis, made of all its chunks
+    if k * c <= MAX_TILE:
+        return k * c
+    return _round16(c)
+
+
+@dataclass
+class TileData:
+    """The tile region of a TIFF file and where each tile is in it.
+
+    ``rel[p, t]`` is the offset of tile ``t`` of page ``p`` inside the region
+    (``-1``: the shared fill tile), ``counts[p, t]`` its byte count.
+    """
+
+    segments: list[Segment]
+    length: int
+    rel: np.ndarray
+    counts: np.ndarray
+    fill_tile: bytes
+
+    def absolute(self, data_start: int, fill_offset: int) -> tuple[np.ndarray, np.ndarray]:
+        offsets = np.where(self.rel < 0, fill_offset, self.rel + data_start)
+        return offsets, self.counts
+
+
+# -- shared geometry -------------------------------------------------------------
+@dataclass
+class Geometry:
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    grid: tuple[int, ...]
+    tile: tuple[int, int]
+
+    @property
+    def lead(self) -> tuple[int, ...]:
+        return self.shape[:-2]
+
+    @property
+    def npages(self) -> int:
+        return math.prod(self.lead)
+
+    @property
+    def tiles_down(self) -> int:
+        return -(-self.shape[-2] // self.tile[0])
+
+    @property
+    def tiles_across(self) -> int:
+        return -(-self.shape[-1] // self.tile[1])
+
+    @property
+    def ntiles(self) -> int:
+        return self.tiles_down * self.tiles_across
+
+    def page_coords(self) -> np.ndarray:
+        """(npages, nlead) leading coordinates of every page, C order."""
+        if not self.lead:
+            return np.zeros((1, 0), dtype=np.int64)
+        return np.indices(self.lead, dtype=np.int64).reshape(len(self.lead), -1).T
+
+
+def _ravel(coords: np.ndarray, dims: np.ndarray) -> np.ndarray:
+    """C-order linear index of rows of ``coords`` in per-row (or shared) extents ``dims``."""
+    out = np.zeros(coords.shape[0], dtype=np.int64)
+    for i in range(coords.shape[1]):
+        out = out * (dims[:, i] if dims.ndim == 2 else dims[i]) + coords[:, i]
+    return out
+
+
+# -- zero-copy ---------------------------------------------------------------------
+def zero_copy(ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> bool:
+    code = tiff_code(pipe)
+    cy, cx = ds.chunks[-2:]
+    if code is None or cy % 16 or cx % 16:
+        return False
+    return code == COMPRESSION_NONE or all(c == 1 for c in ds.chunks[:-2])
+
+
+def zero_copy_tiles(ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> tuple[Geometry, TileData]:
+    """Tiles that are the stored chunk objects (or planes of uncompressed ones)."""
+    geo = Geometry(ds.shape.array_shape, ds.chunks, ds.grid, ds.chunks[-2:])
+    dt = ds.type.numpy()
+    identity = pipe.is_identity
+    plane_bytes = ds.chunks[-2] * ds.chunks[-1] * dt.itemsize
+    if identity and len(idx) and np.any(idx.sizes != ds.chunk_nbytes):
+        bad = int(idx.linear[np.argmax(idx.sizes != ds.chunk_nbytes)])
+        raise SchemaError(f"dataset {ds.id}: uncompressed chunk {idx.key(bad)} is not "
+                          f"{ds.chunk_nbytes} bytes long")
+    run = ChunkRun(idx, idx.linear, idx.sizes)
+    lead_chunks = np.asarray(ds.chunks[:-2], dtype=np.int64)
+    pages = geo.page_coords()
+    r, c = np.divmod(np.arange(geo.ntiles, dtype=np.int64), geo.tiles_across)
+    # chunk coords of every (page, tile)
+    lead_c = pages // lead_chunks if len(lead_chunks) else pages
+    within = _ravel(pages % lead_chunks, lead_chunks) if len(lead_chunks) else np.zeros(len(pages), np.int64)
+    grid = np.asarray(ds.grid, dtype=np.int64)
+    nlead = len(lead_chunks)
+    lead_lin = _ravel(lead_c, grid[:nlead]) if nlead else np.zeros(len(pages), np.int64)
+    linear = (lead_lin[:, None] * grid[-2] + r[None, :]) * grid[-1] + c[None, :]
+    fill_raw = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks[-2:])).tobytes()
+    fill_tile = pipe.encode(fill_raw)
+    if len(idx):
+        pos = np.minimum(np.searchsorted(idx.linear, linear), len(idx) - 1)
+        exists = idx.linear[pos] == linear
+        starts = run.item_offsets()[pos]
+        if identity:
+            rel = starts + within[:, None] * plane_bytes
+            counts = np.full(linear.shape, plane_bytes, dtype=np.int64)
+        else:
+            rel = starts
+            counts = idx.sizes[pos].copy()
+        rel = np.where(exists, rel, -1)
+        counts = np.where(exists, counts, len(fill_tile))
+    else:
+        rel = np.full(linear.shape, -1, dtype=np.int64)
+        counts = np.full(linear.shape, len(fill_tile), dtype=np.int64)
+    return geo, TileData([run], run.length, rel, counts, fill_tile)
+
+
+# -- transcoded ---------------------------------------------------------------------
+@dataclass
+class TranscodePlan:
+    """Groups of tiles made from one decoding of their source chunks (see module doc)."""
+
+    ds: Dataset
+    idx: ChunkIndex
+    pipe: Pipeline
+    level: int  # deflate level; 0 = uncompressed tiles
+    geo: Geometry = field(init=False)
+    block: tuple[int, ...] = field(init=False)  # pages of a group along each leading dim
+
+    def __post_init__(self) -> None:
+        shape = self.ds.shape.array_shape
+        ty = tile_axis(shape[-2], self.ds.chunks[-2])
+        tx = tile_axis(shape[-1], self.ds.chunks[-1])
+        self.geo = Geometry(shape, self.ds.chunks, self.ds.grid, (ty, tx))
+        lead_chunks = self.ds.chunks[:-2]
+        self.block = tuple(1 for _ in lead_chunks) if self.pipe.is_identity else tuple(lead_chunks)
+        self.dtype = self.ds.type.numpy()
+        self.compression = COMPRESSION_NONE if self.level == 0 else COMPRESSION_DEFLATE
+        self.tile_raw = ty * tx * self.dtype.itemsize
+        self.fill_value = values.fill_array(self.ds.type, self.ds.fill_value, ())
+        self.fill_tile = self.encode(np.full((ty, tx), self.fill_value, dtype=self.dtype).tobytes())
+        self.bgrid = tuple(-(-n // b) for n, b in zip(self.geo.lead, self.block))
+        self.ngroups = math.prod(self.bgrid) * self.geo.ntiles
+        self.tag = ("tiff", self.ds.id, self.geo.tile, self.block, self.level)
+        self._existing = set(self.idx.linear.tolist()) if len(self.idx) < 4_000_000 else None
+
+    # -- encoding -----------------------------------------------------------
+    def encode(self, raw: bytes) -> bytes:
+        return raw if self.level == 0 else zlib.compress(raw, self.level)
+
+    # -- groups ---------------------------------------------------------------
+    def group_coords(self, gid: int) -> tuple[tuple[int, ...], int, int]:
+        """(block coords, tile row, tile col) of group ``gid``."""
+        rest, c = divmod(gid, self.geo.tiles_across)
+        rest, r = divmod(rest, self.geo.tiles_down)
+        b = np.unravel_index(rest, self.bgrid) if self.bgrid else ()
+        return tuple(int(x) for x in b), r, c
+
+    def group_pages(self, b: tuple[int, ...]) -> list[range]:
+        return [range(bi * n, min((bi + 1) * n, extent)) for bi, n, extent in zip(b, self.block, self.geo.lead)]
+
+    def _axis_chunks(self, t: int, axis: int) -> range:
+        edge, c, g = self.geo.tile[axis], self.ds.chunks[axis - 2], self.ds.grid[axis - 2]
+        return range((t * edge) // c, min(-(-((t + 1) * edge) // c), g))
+
+    def sources(self, gid: int) -> list[tuple[int, int, int]]:
+        """(linear, chunk row, chunk col) of the chunks a group reads that exist."""
+        b, r, c = self.group_coords(gid)
+        lead_chunk = tuple(bi * n // lc for bi, n, lc in zip(b, self.block, self.ds.chunks[:-2]))
+        out = []
+        for i in self._axis_chunks(r, 0):
+            for j in self._axis_chunks(c, 1):
+                lin = int(np.ravel_multi_index((*lead_chunk, i, j), self.ds.grid))
+                if self._exists(lin):
+                    out.append((lin, i, j))
+        return out
+
+    def _exists(self, lin: int) -> bool:
+        if self._existing is not None:
+            return lin in self._existing
+        return self.idx.size_of(lin) >= 0
+
+    def produce_tiles(self, ctx: Any, gid: int) -> list[bytes]:
+        """The encoded tiles of one group, pages in C order."""
+        b, r, c = self.group_coords(gid)
+        pages = self.group_pages(b)
+        counts = tuple(len(p) for p in pages)
+        npg = math.prod(counts)
+        ty, tx = self.geo.tile
+        cy, cx = self.ds.chunks[-2:]
+        region = np.empty((npg, ty, tx), dtype=self.dtype)
+        region[...] = self.fill_value
+        y0, x0 = r * ty, c * tx
+        plane_bytes = cy * cx * self.dtype.itemsize
+        for lin, i, j in self.sources(gid):
+            key = self.idx.key(lin)
+            if self.pipe.is_identity:  # one page: read only its plane
+                within = [p.start % lc for p, lc in zip(pages, self.ds.chunks[:-2])]
+                k = int(np.ravel_multi_index(within, self.ds.chunks[:-2])) if within else 0
+                try:
+                    raw = ctx.store.get_range(key, k * plane_bytes, plane_bytes)
+                except NotFound:
+                    raw = fetch_chunk(ctx, key)  # raises ChunkMissing
+                if len(raw) != plane_bytes:
+                    raise SchemaError(f"uncompressed chunk {key} is shorter than {self.ds.chunk_nbytes} bytes")
+                block = np.frombuffer(raw, dtype=self.dtype).reshape(1, cy, cx)
+            else:
+                raw = self.pipe.decode(fetch_chunk(ctx, key), self.ds.chunk_nbytes)
+                arr = np.frombuffer(raw, dtype=self.dtype).reshape(self.ds.chunks)
+                arr = arr[tuple(slice(0, n) for n in counts)]
+                block = arr.reshape(npg, cy, cx)
+            # intersect chunk (i, j) with the tile's plane region
+            ys, ye = max(y0, i * cy), min(y0 + ty, (i + 1) * cy)
+            xs, xe = max(x0, j * cx), min(x0 + tx, (j + 1) * cx)
+            region[:, ys - y0:ye - y0, xs - x0:xe - x0] = block[:, ys - i * cy:ye - i * cy, xs - j * cx:xe - j * cx]
+        return [self.encode(region[k].tobytes()) for k in range(npg)]
+
+    # -- layout ---------------------------------------------------------------
+    def group_ids_of_tiles(self) -> tuple[np.ndarray, np.ndarray]:
+        """(group id, index within the group) of every (page, tile)."""
+        geo = self.geo
+        pages = geo.page_coords()
+        block = np.asarray(self.block, dtype=np.int64)
+        lead = np.asarray(geo.lead, dtype=np.int64)
+        if len(block):
+            b = pages // block
+            k = pages % block
+            ext = np.minimum(block, lead - b * block)
+            within = _ravel(k, ext)
+            blin = _ravel(b, np.asarray(self.bgrid, dtype=np.int64))
+        else:
+            within = np.zeros(1, np.int64)
+            blin = np.zeros(1, np.int64)
+        t = np.arange(geo.ntiles, dtype=np.int64)
+        gid = blin[:, None] * geo.ntiles + t[None, :]
+        return gid, np.broadcast_to(within[:, None], gid.shape)
+
+    def has_data(self) -> np.ndarray:
+        """Per group (in group order): does any of its source chunks exist?"""
+        grid = self.ds.grid
+        exists = np.zeros(math.prod(grid), dtype=np.int32)
+        exists[self.idx.linear] = 1
+        e = exists.reshape(grid)
+        for axis in (-2, -1):  # chunks -> tile rows, then tile columns (ranges may overlap)
+            t = np.arange(self.geo.tiles_down if axis == -2 else self.geo.tiles_across)
+            edge, c, g = self.geo.tile[axis], self.ds.chunks[axis], grid[axis]
+            a = np.minimum(t * edge // c, g)
+            b = np.minimum(-(-((t + 1) * edge) // c), g)
+            cs = np.concatenate([np.zeros_like(np.take(e, [0], axis=axis)), np.cumsum(e, axis=axis)], axis=axis)
+            e = np.take(cs, b, axis=axis) - np.take(cs, a, axis=axis)
+        nlead = len(self.geo.lead)
+        if nlead and self.pipe.is_identity:  # groups are pages: page -> its chunk along each leading dim
+            for axis in range(nlead):
+                e = np.take(e, np.arange(self.geo.lead[axis]) // self.ds.chunks[axis], axis=axis)
+        return (e > 0).reshape(-1)
+
+    def tiles(self, ctx: Any) -> TileData:
+        """Sizes (measured if deflated) and places of every tile; groups with data in order."""
+        gid, within = self.group_ids_of_tiles()
+        data = self.has_data()
+        produced = np.flatnonzero(data)
+        is_data = data[gid]
+        dg, dw = gid[is_data], within[is_data]
+        order = np.lexsort((dw, dg))  # file order: group, then page within the group
+        per_group = np.bincount(np.searchsorted(produced, dg), minlength=len(produced)).astype(np.int64)
+        if self.level == 0:
+            flat = np.full(len(order), self.tile_raw, dtype=np.int64)
+        else:
+            measured = self.measure(ctx, produced)
+            parts = [measured[int(g)] for g in produced]
+            for g, n, part in zip(produced, per_group, parts):
+                if len(part) != n:
+                    raise SchemaError(f"dataset {self.ds.id}: group {g} made {len(part)} tiles, expected {n}")
+            flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        starts = np.zeros(len(flat) + 1, dtype=np.int64)
+        np.cumsum(flat, out=starts[1:])
+        rel = np.full(gid.shape, -1, dtype=np.int64)
+        counts = np.full(gid.shape, len(self.fill_tile), dtype=np.int64)
+        pos = np.empty(len(order), dtype=np.int64)
+        pos[order] = starts[:-1]
+        size = np.empty(len(order), dtype=np.int64)
+        size[order] = flat
+        rel[is_data] = pos
+        counts[is_data] = size
+        bounds = np.zeros(len(produced) + 1, dtype=np.int64)
+        np.cumsum(per_group, out=bounds[1:])
+        group_len = starts[bounds[1:]] - starts[bounds[:-1]]
+        run = GroupRun(self, produced, group_len)
+        return TileData([run], run.length, rel, counts, self.fill_tile)
+
+    def measure(self, ctx: Any, gids: np.ndarray) -> dict[int, np.ndarray]:
+        """Encoded size of every tile of the given groups (transcoding them, in parallel)."""
+
+        def one(gid: int) -> tuple[int, np.ndarray]:
+            tiles = self.produce_tiles(ctx, gid)
+            return gid, np.fromiter((len(t) for t in tiles), dtype=np.int64, count=len(tiles))
+
+        if len(gids) <= 1:
+            return dict(one(int(g)) for g in gids)
+        with ThreadPoolExecutor(MEASURE_THREADS, thread_name_prefix="polyfs-tiff-measure") as pool:
+            return dict(pool.map(one, (int(g) for g in gids)))
+
+
+@dataclass(frozen=True)
+class GroupProducer:
+    """The encoded tiles of one group, back to back (cached by the reader)."""
+
+    plan: TranscodePlan = field(compare=False, hash=False)
+    gid: int
+    length: int
+    tag: Hashable
+
+    @property
+    def cache_key(self) -> Hashable:
+        return ("tiff-group", self.tag, self.gid, self.length)
+
+    def produce(self, ctx: Any) -> bytes:
+        return b"".join(self.plan.produce_tiles(ctx, self.gid))
+
+
+class GroupRun(Segment):
+    """Transcoded groups back to back; producers are made on demand from numpy arrays."""
+
+    def __init__(self, source: TranscodePlan, gids: np.ndarray, lengths: np.ndarray) -> None:
+        self.source = source
+        self.gids = np.asarray(gids, dtype=np.int64)
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.starts = np.zeros(len(self.gids) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=self.starts[1:])
+        self.length = int(self.starts[-1])
+
+    def producer(self, i: int) -> GroupProducer:
+        return GroupProducer(self.source, int(self.gids[i]), int(self.lengths[i]), self.source.tag)
+
+    def plan(self, start: int, end: int, out: list) -> None:  # type: ignore[override]
+        i = int(np.searchsorted(self.starts, start, side="right")) - 1
+        while start < end and i < len(self.gids):
+            base, stop = int(self.starts[i]), int(self.starts[i + 1])
+            hi = min(end, stop)
+            if hi > start:
+                out.append(ProducedPiece(self.producer(i), start - base, hi - start))
+            start = hi
+            i += 1
+
+
+def plan_tiles(ds: Dataset, idx: ChunkIndex, pipe: Pipeline, level: int,
+               ctx: Any) -> tuple[Geometry, int, TileData]:
+    """(geometry, TIFF compression code, tile data) of one dataset's TIFF."""
+    if zero_copy(ds, idx, pipe):
+        geo, data = zero_copy_tiles(ds, idx, pipe)
+        return geo, tiff_code(pipe), data  # type: ignore[return-value]
+    plan = TranscodePlan(ds, idx, pipe, level)
+    return plan.geo, plan.compression, plan.tiles(ctx)
+
