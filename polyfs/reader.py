@@ -125,20 +125,20 @@ class Reader:
             futs = [(k, s, self._pool.submit(self._fetch, k, s, n)) for k, s, n in fetches]
             for k, s, f in futs:
                 fetched.setdefault(k, []).append((s, f.result()))
-        out = bytearray()
+        parts: list = []
         for p in pieces:
             if isinstance(p, LiteralPiece):
-                out += p.data
+                parts.append(p.data)
             elif isinstance(p, RangePiece):
                 for s, data in fetched[p.key]:
                     if s <= p.start and p.start + p.length <= s + len(data):
-                        out += memoryview(data)[p.start - s:p.start - s + p.length]
+                        parts.append(memoryview(data)[p.start - s:p.start - s + p.length])
                         break
             else:
                 assert isinstance(p, ProducedPiece)
                 data = self.produced(p.producer)
-                out += memoryview(data)[p.start:p.start + p.length]
-        return bytes(out)
+                parts.append(memoryview(data)[p.start:p.start + p.length])
+        return b"".join(parts)  # one copy, however many pieces
 
     def read(self, vfile: VFile, offset: int, size: int) -> bytes:
         pieces = vfile.plan(offset, size)
