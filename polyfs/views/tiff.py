@@ -48,7 +48,7 @@ from ..vfile import Literal, VFile
 from . import tiffmeta
 from .base import DirNode, FileNode, Node, ViewContext
 from .tiffstructs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size,
-                          ifd_chain)
+                          ifd_chain, row_entries)
 from .tifftiles import Geometry, TileData, plan_tiles
 
 log = logging.getLogger(__name__)
@@ -115,15 +115,17 @@ class TiffImage:
 
     def pages(self, offsets: np.ndarray, counts: np.ndarray, big: bool) -> list[list[Entry]]:
         """The entries of every IFD (tags ascending)."""
-        common = self._common(big)
-        first_only = {"ImageDescription", "Software"}
-        out = []
-        for p in range(self.npages):
-            items = [v for k, v in common.items() if p == 0 or k not in first_only]
-            items.append(entry("TileOffsets", offsets[p], self.endian, big, shared=False))
-            items.append(entry("TileByteCounts", counts[p], self.endian, big, shared=False))
-            items.sort(key=lambda x: x.tag)
-            out.append(items)
+        common = sorted(self._common(big).items(), key=lambda kv: kv[1].tag)
+        first = [v for _, v in common]
+        rest = [v for k, v in common if k not in ("ImageDescription", "Software")]
+        tile_offsets = row_entries("TileOffsets", offsets, self.endian, big)
+        tile_counts = row_entries("TileByteCounts", counts, self.endian, big)
+        code = tile_offsets[0].tag
+        at0 = next(i for i, x in enumerate(first) if x.tag > code)
+        at = next(i for i, x in enumerate(rest) if x.tag > code)
+        out = [first[:at0] + [tile_offsets[0], tile_counts[0]] + first[at0:]]
+        head, tail = rest[:at], rest[at:]
+        out.extend(head + [o, c] + tail for o, c in zip(tile_offsets[1:], tile_counts[1:]))
         return out
 
     def check(self) -> None:

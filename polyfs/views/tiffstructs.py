@@ -164,6 +164,9 @@ def _align(n: int, a: int) -> int:
     return -(-n // a) * a
 
 
+_LIMITS = {f: (int(np.iinfo(f).min), int(np.iinfo(f).max)) for f in ("B", "b", "H", "h", "I", "i", "Q", "q")}
+
+
 # -- entries --------------------------------------------------------------
 @dataclass(frozen=True)
 class Entry:
@@ -190,9 +193,25 @@ def entry(name: str, values: Any, endian: str, big: bool = False, shared: bool =
         return Entry(tag.code, ftype, len(pairs), struct.pack(endian + ft.fmt * len(pairs), *flat), shared)
     arr = np.atleast_1d(np.asarray(values))
     dt = np.dtype(endian + ft.fmt)
-    if dt.kind in "iu" and arr.size and (arr.min() < np.iinfo(dt).min or arr.max() > np.iinfo(dt).max):
-        raise InvalidInput(f"TIFF tag {name}: value out of range for {ft.name}")
+    if dt.kind in "iu" and arr.size:
+        lo, hi = _LIMITS[ft.fmt]
+        if arr.min() < lo or arr.max() > hi:
+            raise InvalidInput(f"TIFF tag {name}: value out of range for {ft.name}")
     return Entry(tag.code, ftype, int(arr.size), arr.astype(dt, copy=False).tobytes(), shared)
+
+
+def row_entries(name: str, rows: np.ndarray, endian: str, big: bool = False) -> list[Entry]:
+    """One unshared entry per row of a 2-D array (tile offsets/byte counts of every page)."""
+    tag = TAGS[name]
+    ftype = tag.big_type if big and tag.big_type else tag.type
+    ft = FIELD_TYPES[ftype]
+    rows = np.asarray(rows)
+    lo, hi = _LIMITS[ft.fmt]
+    if rows.size and (rows.min() < lo or rows.max() > hi):
+        raise InvalidInput(f"TIFF tag {name}: value out of range for {ft.name}")
+    packed = np.ascontiguousarray(rows.astype(np.dtype(endian + ft.fmt)))
+    n = packed.shape[1]
+    return [Entry(tag.code, ftype, n, packed[i].tobytes(), False) for i in range(packed.shape[0])]
 
 
 # -- the IFD chain ----------------------------------------------------------
@@ -205,50 +224,62 @@ def ifd_chain(pages: Sequence[Sequence[Entry]], base: int, endian: str, big: boo
     ``size_only`` (the size never depends on the values of unshared entries).
     """
     fl = flavor(endian, big)
-    if base % fl.align:
-        raise InvalidInput(f"IFD chain offset {base} is not {fl.align}-byte aligned")
+    align, inline = fl.align, fl.inline
+    if base % align:
+        raise InvalidInput(f"IFD chain offset {base} is not {align}-byte aligned")
     ifd_offsets = []
     pos = base
-    for entries in pages:
+    for i, entries in enumerate(pages):
         ifd_offsets.append(pos)
-        pos = _align(pos + fl.ifd_size(len(entries)), fl.align)
-    # out-of-line values
+        pos = _align(pos + fl.ifd_size(len(entries)), align)
+    # out-of-line values after all IFDs; identical shared values stored once
     pool: dict[bytes, int] = {}
     placed: list[list[int]] = []
     blobs: list[tuple[int, bytes]] = []
     for entries in pages:
         offs = []
         for e in entries:
-            if len(e.data) <= fl.inline:
+            if len(e.data) <= inline:
                 offs.append(-1)
-                continue
-            if e.shared and e.data in pool:
+            elif e.shared and e.data in pool:
                 offs.append(pool[e.data])
-                continue
-            offs.append(pos)
-            if e.shared:
-                pool[e.data] = pos
-            blobs.append((pos, e.data))
-            pos = _align(pos + len(e.data), fl.align)
+            else:
+                offs.append(pos)
+                if e.shared:
+                    pool[e.data] = pos
+                blobs.append((pos, e.data))
+                pos = _align(pos + len(e.data), align)
         placed.append(offs)
     total = pos - base
     if size_only:
         return total
     out = bytearray(total)
-    pad = fl.inline
+    offset_struct = struct.Struct(fl.entry.endian + fl.offset_fmt)
+    memo: dict[tuple, bytes] = {}  # packed entries repeated on every page
+
+    def packed(e: Entry, off: int) -> bytes:
+        value = e.data.ljust(inline, b"\0") if off < 0 else offset_struct.pack(off)
+        return fl.entry.pack(tag=e.tag, type=e.type, count=e.count, value=value)
+
     for i, (entries, offs) in enumerate(zip(pages, placed)):
         at = ifd_offsets[i] - base
-        tags = [e.tag for e in entries]
-        if tags != sorted(tags) or len(set(tags)) != len(tags):
-            raise InvalidInput(f"IFD {i}: tags must be unique and ascending, got {tags}")
-        out[at:at + fl.count.size] = fl.count.pack(n=len(entries))
-        at += fl.count.size
+        last = -1
+        parts = [fl.count.pack(n=len(entries))]
         for e, off in zip(entries, offs):
-            value = e.data.ljust(pad, b"\0") if off < 0 else struct.pack(fl.entry.endian + fl.offset_fmt, off)
-            out[at:at + fl.entry.size] = fl.entry.pack(tag=e.tag, type=e.type, count=e.count, value=value)
-            at += fl.entry.size
-        nxt = ifd_offsets[i + 1] if i + 1 < len(pages) else 0
-        out[at:at + fl.next.size] = fl.next.pack(next=nxt)
+            if e.tag <= last:
+                raise InvalidInput(f"IFD {i}: tags must be unique and ascending")
+            last = e.tag
+            if e.shared:
+                key = (e.tag, e.type, e.count, off, e.data if off < 0 else b"")
+                b = memo.get(key)
+                if b is None:
+                    b = memo[key] = packed(e, off)
+            else:
+                b = packed(e, off)
+            parts.append(b)
+        parts.append(fl.next.pack(next=ifd_offsets[i + 1] if i + 1 < len(pages) else 0))
+        block = b"".join(parts)
+        out[at:at + len(block)] = block
     for off, data in blobs:
         out[off - base:off - base + len(data)] = data
     return bytes(out)
