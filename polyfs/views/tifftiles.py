@@ -31,6 +31,7 @@ full size (padded with the chunk's padding, or the fill value), as TIFF wants.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import zlib
@@ -51,6 +52,7 @@ from .transcode import fetch_chunk
 
 MAX_TILE = 2048  # largest tile edge made of whole chunks before tiles straddle chunk edges
 MEASURE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
+_PLAN_SERIAL = itertools.count(1)  # makes cache keys of a re-planned file (after a write) new
 
 
 def tiff_code(pipe: Pipeline) -> int | None:
@@ -152,44 +154,53 @@ def zero_copy(ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> bool:
     return code == COMPRESSION_NONE or all(c == 1 for c in ds.chunks[:-2])
 
 
+def tile_sources(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """For tiles that are chunks (or planes of chunks): ``(linear, plane)`` per (page, tile).
+
+    ``linear[p, t]`` is the C-order index of the chunk holding tile ``t`` of
+    page ``p``, ``plane[p, t]`` the index of that plane inside the chunk (0
+    for one-plane chunks). A polyglot file that places chunk ``i`` at offset
+    ``at[i]`` has its tile offsets at ``at[linear] + plane * plane_bytes``.
+    """
+    geo = Geometry(ds.shape.array_shape, ds.chunks, ds.grid, ds.chunks[-2:])
+    lead_chunks = np.asarray(ds.chunks[:-2], dtype=np.int64)
+    pages = geo.page_coords()
+    r, c = np.divmod(np.arange(geo.ntiles, dtype=np.int64), geo.tiles_across)
+    grid = np.asarray(ds.grid, dtype=np.int64)
+    if len(lead_chunks):
+        lead_lin = _ravel(pages // lead_chunks, grid[:len(lead_chunks)])
+        within = _ravel(pages % lead_chunks, lead_chunks)
+    else:
+        lead_lin = within = np.zeros(len(pages), dtype=np.int64)
+    linear = (lead_lin[:, None] * grid[-2] + r[None, :]) * grid[-1] + c[None, :]
+    return linear, np.broadcast_to(within[:, None], linear.shape)
+
+
 def zero_copy_tiles(ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> tuple[Geometry, TileData]:
     """Tiles that are the stored chunk objects (or planes of uncompressed ones)."""
     geo = Geometry(ds.shape.array_shape, ds.chunks, ds.grid, ds.chunks[-2:])
-    dt = ds.type.numpy()
     identity = pipe.is_identity
-    plane_bytes = ds.chunks[-2] * ds.chunks[-1] * dt.itemsize
+    plane_bytes = ds.chunks[-2] * ds.chunks[-1] * ds.type.itemsize
     if identity and len(idx) and np.any(idx.sizes != ds.chunk_nbytes):
         bad = int(idx.linear[np.argmax(idx.sizes != ds.chunk_nbytes)])
         raise SchemaError(f"dataset {ds.id}: uncompressed chunk {idx.key(bad)} is not "
                           f"{ds.chunk_nbytes} bytes long")
     run = ChunkRun(idx, idx.linear, idx.sizes)
-    lead_chunks = np.asarray(ds.chunks[:-2], dtype=np.int64)
-    pages = geo.page_coords()
-    r, c = np.divmod(np.arange(geo.ntiles, dtype=np.int64), geo.tiles_across)
-    # chunk coords of every (page, tile)
-    lead_c = pages // lead_chunks if len(lead_chunks) else pages
-    within = _ravel(pages % lead_chunks, lead_chunks) if len(lead_chunks) else np.zeros(len(pages), np.int64)
-    grid = np.asarray(ds.grid, dtype=np.int64)
-    nlead = len(lead_chunks)
-    lead_lin = _ravel(lead_c, grid[:nlead]) if nlead else np.zeros(len(pages), np.int64)
-    linear = (lead_lin[:, None] * grid[-2] + r[None, :]) * grid[-1] + c[None, :]
+    linear, within = tile_sources(ds)
     fill_raw = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks[-2:])).tobytes()
     fill_tile = pipe.encode(fill_raw)
+    rel = np.full(linear.shape, -1, dtype=np.int64)
+    counts = np.full(linear.shape, len(fill_tile), dtype=np.int64)
     if len(idx):
         pos = np.minimum(np.searchsorted(idx.linear, linear), len(idx) - 1)
         exists = idx.linear[pos] == linear
         starts = run.item_offsets()[pos]
         if identity:
-            rel = starts + within[:, None] * plane_bytes
-            counts = np.full(linear.shape, plane_bytes, dtype=np.int64)
+            rel = np.where(exists, starts + within * plane_bytes, -1)
+            counts = np.where(exists, plane_bytes, counts)
         else:
-            rel = starts
-            counts = idx.sizes[pos].copy()
-        rel = np.where(exists, rel, -1)
-        counts = np.where(exists, counts, len(fill_tile))
-    else:
-        rel = np.full(linear.shape, -1, dtype=np.int64)
-        counts = np.full(linear.shape, len(fill_tile), dtype=np.int64)
+            rel = np.where(exists, starts, -1)
+            counts = np.where(exists, idx.sizes[pos], counts)
     return geo, TileData([run], run.length, rel, counts, fill_tile)
 
 
@@ -219,7 +230,7 @@ class TranscodePlan:
         self.fill_tile = self.encode(np.full((ty, tx), self.fill_value, dtype=self.dtype).tobytes())
         self.bgrid = tuple(-(-n // b) for n, b in zip(self.geo.lead, self.block))
         self.ngroups = math.prod(self.bgrid) * self.geo.ntiles
-        self.tag = ("tiff", self.ds.id, self.geo.tile, self.block, self.level)
+        self.serial = next(_PLAN_SERIAL)
         self._existing = set(self.idx.linear.tolist()) if len(self.idx) < 4_000_000 else None
 
     # -- encoding -----------------------------------------------------------
@@ -386,11 +397,11 @@ class GroupProducer:
     plan: TranscodePlan = field(compare=False, hash=False)
     gid: int
     length: int
-    tag: Hashable
 
     @property
     def cache_key(self) -> Hashable:
-        return ("tiff-group", self.tag, self.gid, self.length)
+        """Flat, with the dataset id (for cache invalidation by dataset) and the plan's serial."""
+        return ("tiff-tiles", self.plan.ds.id, self.plan.serial, self.gid, self.length)
 
     def produce(self, ctx: Any) -> bytes:
         return b"".join(self.plan.produce_tiles(ctx, self.gid))
@@ -408,7 +419,7 @@ class GroupRun(Segment):
         self.length = int(self.starts[-1])
 
     def producer(self, i: int) -> GroupProducer:
-        return GroupProducer(self.source, int(self.gids[i]), int(self.lengths[i]), self.source.tag)
+        return GroupProducer(self.source, int(self.gids[i]), int(self.lengths[i]))
 
     def plan(self, start: int, end: int, out: list) -> None:  # type: ignore[override]
         i = int(np.searchsorted(self.starts, start, side="right")) - 1

@@ -251,3 +251,39 @@ def test_unknown_filter_is_a_clear_error_at_stat():
     node = tiff.domain_node(ctx.catalog.load("/x.h5"), ctx, "x").entries()["img.tif"]
     with pytest.raises(UnknownFilter, match="65000"):
         node.size()
+
+
+@pytest.mark.parametrize("filters,chunks", [([Filter(ZSTD, (3,))], (1, 32, 32)), ([], (4, 16, 32))])
+def test_polyglot_style_layout_from_stored_chunks(tmp_path, filters, chunks):
+    """The layout-sharing API with stored chunks placed by the caller: TIFF header at 0,
+    the rest of a 512-byte block free (HDF5's user block), chunks once, IFDs at the end."""
+    arr = smooth((6, 64, 96), "<u2")
+    ctx, reader, store, node = one_dataset("p", arr, T.IntType(2, False), chunks, filters)
+    ds = ctx.catalog.load("/x.h5").resolve("/p")
+    idx = ctx.catalog.chunk_index(ds)
+    assert tifftiles.zero_copy(ds, idx, ctx.catalog.pipeline(ds))
+    body = bytearray(512)
+    at = np.zeros(ds.nchunks, dtype=np.int64)
+    for lin in idx.linear:  # chunk bytes once, where the caller wants them
+        at[lin] = len(body)
+        body += store.get(idx.key(int(lin)))
+    linear, plane = tifftiles.tile_sources(ds)
+    plane_bytes = chunks[-2] * chunks[-1] * 2
+    offsets = at[linear] + plane * plane_bytes
+    sizes = idx.sizes[np.searchsorted(idx.linear, linear)]
+    counts = np.full(linear.shape, plane_bytes) if not filters else sizes
+    image = tiff.dataset_image(ds, None, "p", "/x.h5/p", tuple(chunks[-2:]), 50000 if filters else 1)
+    big = tiff.needs_bigtiff(len(body) + tiff.tiff_metadata_size(image, False))
+    base = len(body) + (-len(body)) % 8
+    body += bytes(base - len(body))
+    body += tiff.tiff_metadata(image, base, offsets, counts, big)
+    head = tiff.tiff_header(image, big, first_ifd=base)
+    body[:len(head)] = head
+    path = tmp_path / "poly.tif"
+    path.write_bytes(bytes(body))
+    with tifffile.TiffFile(path) as tif:
+        assert tif.is_ome
+        np.testing.assert_array_equal(tif.series[0].asarray(), arr)
+    if shutil.which("tiffinfo"):
+        res = subprocess.run(["tiffinfo", "-D", str(path)], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0 and res.stderr == ""

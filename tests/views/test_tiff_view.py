@@ -65,6 +65,8 @@ CASES = [
     Case("i64be_deflate_3d", T.IntType(8, True, ">"), (3, 32, 32), (1, 16, 16), [Filter(DEFLATE, (6,))], True),
     Case("u64le_blosc_2d", T.IntType(8, False, "<"), (20, 30), (16, 16), [BLOSC_LZ4], False),
     Case("f16le_raw_2d", T.FloatType(2, "<"), (32, 48), (16, 16), [], True),
+    Case("u16le_zstd_tile_bigger_than_image", T.IntType(2, False, "<"), (20, 30), (64, 64),
+         [Filter(ZSTD, (3,))], True),
     Case("u8_deflate_6d", T.IntType(1, False), (2, 1, 2, 3, 16, 32), (1, 1, 1, 1, 16, 16),
          [Filter(DEFLATE, (6,))], True),
 ]
