@@ -135,11 +135,17 @@ def element_to_json(t: DType, x: Any) -> Any:
 
 
 def _nested(arr: Any, fn) -> Any:
+    """Nested lists over ``arr``'s own dims only: an element of an object array
+    may itself be an array (a variable-length sequence) and goes to ``fn`` whole."""
     if not isinstance(arr, np.ndarray):
-        return fn(arr)  # an element of an object array
-    if arr.ndim == 0:
-        return fn(arr[()])
-    return [_nested(arr[i], fn) for i in range(arr.shape[0])]
+        return fn(arr)
+
+    def rec(idx: tuple) -> Any:
+        if len(idx) == arr.ndim:
+            return fn(arr[idx])
+        return [rec(idx + (i,)) for i in range(arr.shape[len(idx)])]
+
+    return rec(())
 
 
 def to_numpy(t: DType, shape: Shape, value: Any) -> np.ndarray:

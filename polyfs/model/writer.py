@@ -152,7 +152,10 @@ class DomainWriter:
         if ds.type.is_vlen:
             raw = vlen_codec.encode(ds.type, block)
         else:
-            raw = np.ascontiguousarray(block, dtype=ds.type.numpy()).tobytes()
+            dt = ds.type.numpy()
+            if dt.subdtype is not None:  # array types: numpy folds their dims into the shape
+                dt = dt.subdtype[0]
+            raw = np.ascontiguousarray(block, dtype=dt).tobytes()
         p = self._pipelines[ds.id]
         crc = zlib.crc32(raw) if p.filters and p.filters[-1].id == DEFLATE else None
         return p.encode(raw), crc
