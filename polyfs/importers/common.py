@@ -1,0 +1,369 @@
+"""What every importer shares: the encoding of re-chunked data, the chunk-shape
+rule, JSON attributes as HDF5 attributes, numpy dtypes as model types, the
+progress bar, and writing decoded data chunk by chunk.
+
+Importers copy stored chunk bytes whenever the translation table can express
+the source's encoding; everything else (contiguous or uncompressed data,
+codecs the table lacks, chunks that are not full size) is decoded and written
+with an :class:`Encoding`: big-endian, deflate by default.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..codecs.filterspec import parse_filter_spec
+from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, SHUFFLE, ZSTD, Filter
+from ..errors import InvalidInput, PolyfsError, SourceError, UnknownFilter
+from ..model import types as T
+from ..model import values
+from ..model.schema import Dataset, Shape
+from ..model.writer import DomainWriter
+
+TARGET_CHUNK_BYTES = 1 << 20  # decoded size the chunk-shape rule aims at
+SMALL_PLANE_BYTES = 64 << 10  # planes smaller than this are stacked into one chunk
+
+# --codec names -> (filter id, default level)
+CODEC_NAMES = {"deflate": (DEFLATE, 6), "gzip": (DEFLATE, 6), "zlib": (DEFLATE, 6), "zstd": (ZSTD, 3),
+               "blosc": (BLOSC, 5), "bzip2": (BZIP2, 9), "bz2": (BZIP2, 9), "none": (None, None)}
+BLOSC_DEFAULT_CNAME = "lz4"
+
+
+# -- the encoding of decoded data ---------------------------------------------
+@dataclass(frozen=True)
+class Encoding:
+    """The filters for data that has to be (re)encoded, in HDF5 write order.
+
+    ``filters`` are templates: shuffle's element size and blosc's type size and
+    buffer size depend on the dataset and are filled in by :meth:`filters_for`.
+    """
+
+    filters: tuple[Filter, ...]
+    text: str = "deflate"
+
+    def filters_for(self, dtype: T.DType, chunk_shape: Sequence[int] = ()) -> list[Filter]:
+        itemsize = 1 if dtype.is_vlen else dtype.itemsize
+        nbytes = math.prod(chunk_shape) * itemsize if chunk_shape else itemsize
+        out = []
+        for f in self.filters:
+            if f.id == SHUFFLE:
+                f = Filter(SHUFFLE, (itemsize,))
+            elif f.id == BLOSC:
+                cd = list(f.cd_values)
+                f = Filter(BLOSC, (2, 2, itemsize, nbytes, cd[4], cd[5], cd[6]))
+            out.append(f)
+        return out
+
+
+def parse_codec(codec: str | None, level: int | None, source: object) -> Encoding:
+    """``--codec`` (a name or a netCDF filter spec) and ``--level`` as an Encoding.
+
+    An unknown name or filter id fails with a SourceError naming the source, so
+    the CLI prints one line before anything is written.
+    """
+    text = (codec or "deflate").strip()
+    name = text.lower()
+    try:
+        if name in CODEC_NAMES:
+            fid, default = CODEC_NAMES[name]
+            if fid is None:
+                return Encoding((), "none")
+            lvl = default if level is None else int(level)
+            if fid == BLOSC:
+                return Encoding((Filter(BLOSC, (2, 2, 0, 0, lvl, 1, BLOSC_CODES[BLOSC_DEFAULT_CNAME])),), text)
+            return Encoding((Filter(fid, (lvl,)),), text)
+        filters = parse_filter_spec(text)
+    except UnknownFilter as exc:
+        raise SourceError(source, f"--codec {text!r}: unknown filter id {exc.filter_id} "
+                                  f"(known: deflate, zstd, blosc, bzip2, none or a filter spec "
+                                  f"with ids 1, 2, 3, 307, 32001, 32015)") from None
+    except InvalidInput as exc:
+        raise SourceError(source, f"--codec {text!r}: {exc}") from None
+    out = []
+    for f in filters:
+        cd = list(f.cd_values)
+        if f.id == BLOSC:
+            clevel = cd[4] if len(cd) > 4 else 5
+            shuffle = cd[5] if len(cd) > 5 else 1
+            comp = cd[6] if len(cd) > 6 else BLOSC_CODES[BLOSC_DEFAULT_CNAME]
+            f = Filter(BLOSC, (2, 2, 0, 0, clevel if level is None else level, shuffle, comp))
+        elif f.id in (DEFLATE, ZSTD, BZIP2):
+            default = CODEC_NAMES[{DEFLATE: "deflate", ZSTD: "zstd", BZIP2: "bzip2"}[f.id]][1]
+            lvl = level if level is not None else (cd[0] if cd else default)
+            f = Filter(f.id, (int(lvl),))
+        out.append(f)
+    return Encoding(tuple(out), text)
+
+
+# -- chunk shapes ---------------------------------------------------------------
+def parse_chunks(text: str | Sequence[int] | None, source: object) -> tuple[int, ...] | None:
+    """``--chunks 64,64,64`` as a tuple (None when not given)."""
+    if text is None or text == "":
+        return None
+    try:
+        parts = [int(p) for p in (text.split(",") if isinstance(text, str) else text)]
+    except ValueError:
+        raise SourceError(source, f"--chunks {text!r}: expected integers separated by commas") from None
+    if not parts or any(p <= 0 for p in parts):
+        raise SourceError(source, f"--chunks {text!r}: every chunk dimension must be a positive integer")
+    return tuple(parts)
+
+
+def auto_chunks(shape: Sequence[int], itemsize: int, target: int = TARGET_CHUNK_BYTES) -> tuple[int, ...]:
+    """The chunk shape for data that has none of its own (contiguous, stripped).
+
+    Rule: a dataset of at most ``target`` bytes (1 MiB) is one chunk. Else, with
+    two or more dims, chunks are one plane deep (so TIFF views serve them as
+    tiles without transcoding) and the last two dims are halved, largest first,
+    staying multiples of 16, until a chunk is at most ``target``; planes smaller
+    than 64 KiB are stacked along the leading dim up to ``target`` instead. A
+    1-D dataset is cut into runs of ``target`` bytes.
+    """
+    dims = [max(1, int(d)) for d in shape]
+    if not dims:
+        return ()
+    itemsize = max(1, int(itemsize))
+    if math.prod(dims) * itemsize <= target:
+        return tuple(dims)
+    if len(dims) == 1:
+        return (max(1, target // itemsize),)
+    chunk = [1] * (len(dims) - 2) + dims[-2:]
+    plane = math.prod(dims[-2:]) * itemsize
+    if plane < SMALL_PLANE_BYTES:
+        chunk[-3] = max(1, min(dims[-3], target // plane))
+        return tuple(chunk)
+    while math.prod(chunk) * itemsize > target:
+        axis = len(dims) - 2 if chunk[-2] >= chunk[-1] else len(dims) - 1
+        other = len(dims) - 1 if axis == len(dims) - 2 else len(dims) - 2
+        new = _half16(chunk[axis])
+        if new == chunk[axis]:
+            new = _half16(chunk[other])
+            if new == chunk[other]:
+                break
+            chunk[other] = new
+        else:
+            chunk[axis] = new
+    return tuple(chunk)
+
+
+def _half16(n: int) -> int:
+    """Half of ``n`` rounded up to a multiple of 16 (never below 16, never growing)."""
+    if n <= 16:
+        return n
+    half = -(-n // 2)
+    return min(n, -(-half // 16) * 16) if half > 16 else 16
+
+
+def chunks_for(shape: Sequence[int], itemsize: int, requested: tuple[int, ...] | None) -> tuple[int, ...]:
+    """``--chunks`` when its rank fits the dataset (clamped to the shape), else :func:`auto_chunks`."""
+    if not shape:
+        return ()
+    if requested is not None and len(requested) == len(shape):
+        return tuple(max(1, min(c, d)) for c, d in zip(requested, shape))
+    return auto_chunks(shape, itemsize)
+
+
+# -- model types of plain numpy dtypes ------------------------------------------
+def dtype_from_numpy(dt: np.dtype) -> T.DType:
+    """The HDF5 type of a numpy dtype; complex numbers become h5py's ``{r, i}`` compound."""
+    dt = np.dtype(dt)
+    if dt.kind == "c":
+        half = T.FloatType(dt.itemsize // 2, ">" if dt.byteorder == ">" else "<")
+        return T.CompoundType((("r", half), ("i", half)))
+    if dt.names:
+        return T.CompoundType(tuple((n, dtype_from_numpy(dt.fields[n][0])) for n in dt.names))
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        return T.ArrayType(dtype_from_numpy(base), tuple(shape))
+    return T.from_numpy(dt)
+
+
+def big_endian(t: T.DType) -> T.DType:
+    """``t`` in big-endian order (committed types keep theirs: they are shared)."""
+    if isinstance(t, T.Committed):
+        return t
+    return t.with_order(">")
+
+
+# -- JSON attributes (Zarr, N5) -> HDF5 attributes ------------------------------
+VL_UTF8 = T.StringType(None, "utf8", "nullterm")
+INT64 = T.IntType(8, True, "<")
+UINT64 = T.IntType(8, False, "<")
+FLOAT64 = T.FloatType(8, "<")
+
+
+def json_attribute(value: Any) -> tuple[T.DType, Shape, Any]:
+    """(type, shape, JSON value) for an attribute given as JSON.
+
+    bool -> bool enum, int -> int64 (uint64 beyond), float -> float64, str -> VL
+    UTF-8 string, a non-empty flat list of one of those kinds -> a 1-D array of
+    it (ints and floats mixed -> float64); anything else (objects, nested or
+    mixed lists, null, empty lists) -> its JSON text as a VL UTF-8 string.
+    """
+    scalar = _json_scalar_type(value)
+    if scalar is not None:
+        return scalar, Shape("scalar"), value
+    if isinstance(value, list) and value and not any(isinstance(v, (list, dict)) for v in value):
+        kinds = {_json_scalar_type(v) for v in value}
+        if len(kinds) == 1 and None not in kinds:
+            return kinds.pop(), Shape("simple", (len(value),)), value
+        if kinds <= {INT64, UINT64, FLOAT64}:
+            return FLOAT64, Shape("simple", (len(value),)), [float(v) for v in value]
+    return VL_UTF8, Shape("scalar"), json.dumps(value, allow_nan=True)
+
+
+def _json_scalar_type(v: Any) -> T.DType | None:
+    if isinstance(v, bool):
+        return T.BOOL
+    if isinstance(v, int):
+        if -(2 ** 63) <= v < 2 ** 63:
+            return INT64
+        if 0 <= v < 2 ** 64:
+            return UINT64
+        return None
+    if isinstance(v, float):
+        return FLOAT64
+    if isinstance(v, str):
+        return VL_UTF8
+    return None
+
+
+def set_json_attrs(writer: DomainWriter, obj, attrs: dict[str, Any], skip: Iterable[str] = ()) -> None:
+    skip = set(skip)
+    for name, value in attrs.items():
+        if name in skip or not name:
+            continue
+        t, s, v = json_attribute(value)
+        writer.set_attr(obj, name, t, s, v)
+
+
+# -- progress --------------------------------------------------------------------
+class Progress:
+    """A tqdm bar over chunks written; shown only when asked and stderr is a terminal."""
+
+    def __init__(self, total: int, desc: str, enabled: bool) -> None:
+        self._bar = None
+        if enabled and total > 0 and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit="chunk", dynamic_ncols=True, leave=False)
+
+    def __call__(self, n: int = 1) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+# -- decoded data -> chunks ---------------------------------------------------------
+Region = tuple[slice, ...]
+
+
+def chunk_region(ds: Dataset, coords: Sequence[int]) -> Region:
+    dims = ds.shape.array_shape
+    return tuple(slice(c * n, min((c + 1) * n, d)) for c, n, d in zip(coords, ds.chunks, dims))
+
+
+def padded(ds: Dataset, part: np.ndarray) -> np.ndarray:
+    """A full-size chunk: ``part`` padded with the fill value (edge chunks)."""
+    if not ds.chunks:
+        return part.reshape(())
+    if tuple(part.shape) == tuple(ds.chunks):
+        return part
+    block = values.fill_array(ds.type, ds.fill_value, ds.chunks)
+    block[tuple(slice(0, s) for s in part.shape)] = part
+    return block
+
+
+def grid_coords(ds: Dataset) -> Iterable[tuple[int, ...]]:
+    if not ds.shape.array_shape:
+        return [(0,)] if ds.shape.kind == "scalar" else []
+    return itertools.product(*(range(g) for g in ds.grid))
+
+
+def write_decoded(writer: DomainWriter, ds: Dataset, read: Callable[[Region], np.ndarray],
+                  coords: Iterable[tuple[int, ...]] | None = None, skip_fill: bool = True,
+                  progress: Callable[[int], None] | None = None) -> int:
+    """Read each chunk's region with ``read``, pad, encode and store it.
+
+    ``coords`` limits the chunks (the source's existing chunks); with
+    ``skip_fill`` a chunk holding only the fill value is left missing (it
+    reads back as the fill value anyway).
+    """
+    written = 0
+    scalar = not ds.shape.array_shape
+    for c in (grid_coords(ds) if coords is None else coords):
+        region = () if scalar else chunk_region(ds, c)
+        part = np.asarray(read(region))
+        block = padded(ds, part)
+        if skip_fill and not scalar and _only_fill(ds, block):
+            if progress:
+                progress(1)
+            continue
+        stored, crc = writer.encode_chunk(ds, block)
+        writer.write_chunk(ds, (0,) if scalar else c, stored, crc)
+        written += 1
+        if progress:
+            progress(1)
+    return written
+
+
+def _only_fill(ds: Dataset, block: np.ndarray) -> bool:
+    if block.dtype.kind == "O" or (block.dtype.names and any(block.dtype[n].kind == "O" for n in block.dtype.names)):
+        return False
+    fill = values.fill_array(ds.type, ds.fill_value, ()).tobytes()
+    dt = ds.type.numpy()
+    raw = np.ascontiguousarray(block, dtype=dt.subdtype[0] if dt.subdtype else dt).tobytes()
+    return raw == fill * (len(raw) // max(1, len(fill)))
+
+
+def source_error(path: object, exc: BaseException, what: str = "") -> SourceError:
+    """A SourceError from any exception a reader library raised."""
+    if isinstance(exc, SourceError):
+        return exc
+    cause = str(exc) if isinstance(exc, PolyfsError) else f"{type(exc).__name__}: {exc}"
+    cause = " ".join(cause.split()) or type(exc).__name__
+    return SourceError(path, f"{what}: {cause}" if what else cause)
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What ``polyfs import`` was asked for, shared by every format."""
+
+    encoding: Encoding
+    chunks: tuple[int, ...] | None = None
+    progress: bool = True
+
+
+def stored_pipeline_filters(opts: ImportOptions, dtype: T.DType, chunks: Sequence[int]) -> list[Filter]:
+    """Filters for decoded data: none for scalars (one element; HDF5 cannot filter them)."""
+    if not chunks:
+        return []
+    return opts.encoding.filters_for(dtype, chunks)
+
+
+def zstd_has_content_size(frame: bytes) -> bool:
+    """True if a zstd frame header carries the decoded size (numcodecs and the
+    HDF5 zstd filter need it; streamed frames lack it and must be re-encoded)."""
+    if len(frame) < 5 or frame[:4] != b"\x28\xb5\x2f\xfd":
+        return False
+    desc = frame[4]
+    return (desc >> 6) != 0 or bool(desc & 0x20)
+
+
+def complex_as_pairs(arr: np.ndarray) -> np.ndarray:
+    """A complex array viewed as the ``{r, i}`` compound it is stored as."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind != "c":
+        return arr
+    half = np.dtype(f"{arr.dtype.byteorder if arr.dtype.byteorder in '<>' else '='}f{arr.dtype.itemsize // 2}")
+    return np.ascontiguousarray(arr).view(np.dtype([("r", half), ("i", half)])).reshape(arr.shape)

@@ -1,0 +1,259 @@
+"""Import an N5 container: groups, datasets and attributes from ``attributes.json``.
+
+N5 lists dimensions fastest first; a dataset's shape and chunk shape are the
+reversed ``dimensions`` and ``blockSize``, and a block's payload is exactly
+the C-order bytes of the chunk, always big-endian. Block payloads compressed
+with ``gzip`` (a gzip member, or a zlib stream with ``useZlib``), ``zstd``,
+``blosc`` or ``bzip2`` are copied when the block header declares the full
+block size; gzip members become zlib streams without recompressing. N5
+writers truncate edge blocks: those are decoded, padded with the fill value
+(zero) and re-encoded with the dataset's filter. ``raw`` datasets, and
+compressions outside the table (xz, lz4), are decoded (tensorstore reads the
+latter) and written with the chosen encoding.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..binfmt import Layout
+from ..codecs.pipeline import Pipeline, gzip_to_zlib
+from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
+from ..errors import CodecError, PolyfsError, SourceError
+from ..model import types as T
+from ..model.schema import Shape
+from ..model.writer import DomainWriter
+from .common import (ImportOptions, Progress, padded, set_json_attrs, stored_pipeline_filters,
+                     write_decoded, zstd_has_content_size)
+
+log = logging.getLogger(__name__)
+
+BLOCK_HEAD = Layout.of("n5 block header", [("mode", "H"), ("ndim", "H")], ">")
+NUM_ELEMENTS = Layout.of("n5 varlength count", [("num", "I")], ">")
+RESERVED = ("dimensions", "blockSize", "dataType", "compression", "compressionType")
+_DTYPES = {"uint8": "u1", "uint16": "u2", "uint32": "u4", "uint64": "u8", "int8": "i1", "int16": "i2",
+           "int32": "i4", "int64": "i8", "float32": "f4", "float64": "f8"}
+
+
+def block_dims_layout(ndim: int) -> Layout:
+    return Layout.of(f"n5 block dims[{ndim}]", [(f"d{i}", "I") for i in range(ndim)], ">")
+
+
+@dataclass
+class _Plan:
+    path: Path
+    ds: Any
+    dims: tuple[int, ...]  # C order
+    block: tuple[int, ...]  # C order
+    dtype: np.dtype  # big-endian numpy dtype of the payload
+    filter: Filter | None  # the copied compression, None = decode
+    gzip_member: bool = False
+    tensorstore: bool = False  # compression only tensorstore decodes
+    nchunks: int = 0
+
+
+class N5Importer:
+    def __init__(self, path: Path, writer: DomainWriter, opts: ImportOptions) -> None:
+        self.path = Path(path)
+        self.writer = writer
+        self.opts = opts
+
+    def err(self, where: Path | str, cause: object) -> SourceError:
+        return SourceError(where, " ".join(str(cause).split()))
+
+    def attrs_of(self, node: Path) -> dict:
+        f = node / "attributes.json"
+        if not f.exists():
+            return {}
+        try:
+            body = json.loads(f.read_bytes())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise self.err(f, f"not valid JSON ({exc})") from None
+        except OSError as exc:
+            raise self.err(f, exc.strerror or exc) from None
+        if not isinstance(body, dict):
+            raise self.err(f, "not a JSON object")
+        return body
+
+    def run(self) -> None:
+        try:
+            plans: list[_Plan] = []
+            root = self.attrs_of(self.path)
+            if "dimensions" in root:
+                plans.append(self._plan(self.path, "data", root, self.writer.root))
+            else:
+                set_json_attrs(self.writer, self.writer.root, root, skip=("n5",))
+                self._walk(self.path, self.writer.root, plans)
+            bar = Progress(sum(p.nchunks for p in plans), self.path.name, self.opts.progress)
+            try:
+                for p in plans:
+                    self._write(p, bar)
+            finally:
+                bar.close()
+        except SourceError:
+            raise
+        except (PolyfsError, OSError, ValueError, TypeError, KeyError) as exc:
+            raise self.err(self.path, f"{type(exc).__name__}: {exc}") from None
+
+    def _walk(self, node: Path, group, plans: list[_Plan]) -> None:
+        for child in sorted(p for p in node.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            attrs = self.attrs_of(child)
+            if "dimensions" in attrs:
+                plans.append(self._plan(child, child.name, attrs, group))
+            else:
+                g = self.writer.add_group(group, child.name)
+                set_json_attrs(self.writer, g, attrs, skip=("n5",))
+                self._walk(child, g, plans)
+
+    # -- datasets ---------------------------------------------------------------------
+    def _compression(self, attrs: dict, where: Path) -> tuple[Filter | None, bool, bool, str]:
+        """(filter to copy, payload is a gzip member, needs tensorstore, type name)."""
+        comp = attrs.get("compression")
+        if comp is None:
+            comp = {"type": attrs.get("compressionType", "raw")}
+        if not isinstance(comp, dict) or "type" not in comp:
+            raise self.err(where / "attributes.json", f"malformed compression {comp!r}")
+        kind = comp["type"]
+        if kind == "raw":
+            return None, False, False, kind
+        if kind == "gzip":
+            level = int(comp.get("level", -1))
+            return Filter(DEFLATE, (level if 0 <= level <= 9 else 6,)), not comp.get("useZlib", False), False, kind
+        if kind == "zstd":
+            return Filter(ZSTD, (int(comp.get("level", 3)),)), False, False, kind
+        if kind == "bzip2":
+            return Filter(BZIP2, (int(comp.get("blockSize", 9)),)), False, False, kind
+        if kind == "blosc":
+            cname = str(comp.get("cname", "blosclz"))
+            if cname not in BLOSC_CODES:
+                return None, False, True, kind
+            return Filter(BLOSC, (2, 2, 0, 0, int(comp.get("clevel", 5)), int(comp.get("shuffle", 1)),
+                                  BLOSC_CODES[cname])), False, False, kind
+        return None, False, True, kind
+
+    def _plan(self, where: Path, name: str, attrs: dict, group) -> _Plan:
+        mf = where / "attributes.json"
+        try:
+            dims = tuple(int(x) for x in reversed(attrs["dimensions"]))
+            block = tuple(int(x) for x in reversed(attrs["blockSize"]))
+            dtname = attrs["dataType"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.err(mf, f"malformed dataset attributes: {exc}") from None
+        if dtname not in _DTYPES:
+            raise self.err(mf, f"dataType {dtname!r} is not supported")
+        if not dims:
+            raise self.err(mf, "0-d N5 datasets are not supported")
+        if len(block) != len(dims) or any(b <= 0 for b in block):
+            raise self.err(mf, f"blockSize {attrs['blockSize']} does not fit dimensions {attrs['dimensions']}")
+        npdt = np.dtype(">" + _DTYPES[dtname])
+        dtype = T.from_numpy(npdt)
+        filt, member, ts_only, kind = self._compression(attrs, where)
+        if filt is not None:
+            filters = [Filter(BLOSC, (2, 2, npdt.itemsize, math.prod(block) * npdt.itemsize) + filt.cd_values[4:])
+                       ] if filt.id == BLOSC else [filt]
+        else:
+            filters = stored_pipeline_filters(self.opts, dtype, block)
+        ds = self.writer.add_dataset(group, name, dtype, Shape("simple", dims), block, filters)
+        set_json_attrs(self.writer, ds, attrs, skip=RESERVED)
+        plan = _Plan(where, ds, dims, block, npdt, filt, member, ts_only)
+        plan.nchunks = ds.nchunks if all(dims) else 0
+        return plan
+
+    # -- blocks -------------------------------------------------------------------------
+    def _blocks(self, plan: _Plan):
+        """(C-order grid coords, file) of every block file the dataset has."""
+        rank = len(plan.dims)
+        grid = plan.ds.grid
+        for dirpath, dirnames, filenames in os.walk(plan.path):
+            rel = Path(dirpath).relative_to(plan.path).parts
+            if any(not p.isdigit() for p in rel) or len(rel) >= rank:
+                dirnames[:] = []
+                if len(rel) >= rank:
+                    continue
+            dirnames.sort(key=lambda s: (len(s), s))
+            for fn in sorted(filenames, key=lambda s: (len(s), s)):
+                if not fn.isdigit() or len(rel) != rank - 1:
+                    continue
+                n5 = [int(p) for p in rel] + [int(fn)]
+                coords = tuple(reversed(n5))
+                if all(c < g for c, g in zip(coords, grid)):
+                    yield coords, Path(dirpath) / fn
+
+    def parse_block(self, data: bytes, rank: int, where: Path) -> tuple[tuple[int, ...], bytes]:
+        """(C-order block dims, payload) of one block file."""
+        try:
+            head = BLOCK_HEAD.unpack(data)
+            if head["ndim"] != rank:
+                raise ValueError(f"header has {head['ndim']} dims, the dataset {rank}")
+            lay = block_dims_layout(rank)
+            dims_n5 = lay.unpack(data, BLOCK_HEAD.size)
+            pos = BLOCK_HEAD.size + lay.size
+            dims = tuple(int(dims_n5[f"d{i}"]) for i in reversed(range(rank)))
+            if head["mode"] == 1:
+                num = NUM_ELEMENTS.unpack(data, pos)["num"]
+                pos += NUM_ELEMENTS.size
+                if num != math.prod(dims):
+                    raise ValueError("varlength blocks are not supported")
+            elif head["mode"] != 0:
+                raise ValueError(f"block mode {head['mode']} is not supported")
+        except ValueError as exc:
+            raise self.err(where, f"bad N5 block header: {exc}") from None
+        return dims, data[pos:]
+
+    def _write(self, plan: _Plan, bar: Progress) -> None:
+        if not all(plan.dims):
+            return
+        if plan.tensorstore:
+            self._write_tensorstore(plan, bar)
+            return
+        w = self.writer
+        ds = plan.ds
+        raw_pipe = Pipeline((plan.filter,) if plan.filter else (), plan.dtype.itemsize)
+        for coords, f in self._blocks(plan):
+            dims, payload = self.parse_block(f.read_bytes(), len(plan.dims), f)
+            try:
+                crc = None
+                if plan.gzip_member:
+                    payload, crc = gzip_to_zlib(payload)
+                if plan.filter is not None and dims == plan.block and \
+                        (plan.filter.id != ZSTD or zstd_has_content_size(payload)):
+                    w.write_chunk(ds, coords, payload, crc)
+                else:  # truncated edge block, raw data, or a streamed zstd frame: decode and re-encode
+                    nbytes = math.prod(dims) * plan.dtype.itemsize
+                    arr = np.frombuffer(raw_pipe.decode(payload, nbytes), dtype=plan.dtype).reshape(dims)
+                    stored, crc = w.encode_chunk(ds, padded(ds, arr))
+                    w.write_chunk(ds, coords, stored, crc)
+            except CodecError as exc:
+                raise self.err(f, f"block {list(reversed(coords))}: {exc}") from None
+            bar(1)
+
+    def _write_tensorstore(self, plan: _Plan, bar: Progress) -> None:
+        import tensorstore as ts
+
+        try:
+            store = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(plan.path)}},
+                            read=True).result()
+        except Exception as exc:  # tensorstore raises ValueError and its own kinds
+            raise self.err(plan.path, f"compression not in polyfs's table and tensorstore cannot read it "
+                                      f"({exc})") from None
+        coords = [c for c, _ in self._blocks(plan)]
+
+        def read(region):
+            n5_region = tuple(reversed(region))
+            try:
+                return np.asarray(store[n5_region].read().result()).T
+            except Exception as exc:
+                raise self.err(plan.path, f"tensorstore cannot decode a block ({exc})") from None
+
+        write_decoded(self.writer, plan.ds, read, coords, skip_fill=False, progress=bar)
+
+
+def import_into(path: Path, writer: DomainWriter, opts: ImportOptions) -> None:
+    N5Importer(path, writer, opts).run()

@@ -1,0 +1,337 @@
+"""Import a TIFF (tiled or stripped, multi-page, BigTIFF, ImageJ, OME...).
+
+Each tifffile series becomes one dataset (``/image``, or ``/image0``,
+``/image1``... for several; pyramid levels ``/image_level1``...). Its shape is
+the pages as leading dims (the series' shape) followed by the page's own
+dims: ``[samples (planar)] [depth] Y X [samples (contig)]``.
+
+Tiles compressed with deflate (a zlib stream) or zstd, without predictor,
+are copied byte for byte as chunks of shape ``(1.., tile Y, tile X[, S])`` in
+the file's byte order (``II``/``MM``); empty tiles stay missing. Strips are
+copied the same way when one strip holds at least 64 KiB (else they would
+make tiny chunk objects), except the last, shorter strip, which is decoded,
+padded and re-encoded. Anything else (uncompressed, LZW, JPEG, predictors,
+bit-packed samples...) is decoded by tifffile and written with the chosen
+encoding in big-endian order: tiled pages keep their tile shape as chunks,
+stripped ones use the chunk-shape rule of :func:`common.auto_chunks`.
+
+Every tile and strip is checked against the file size first, so a bogus
+offset fails with a SourceError instead of importing zeros.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..codecs.registry import DEFLATE, ZSTD, Filter
+from ..codecs.sniff import sniff
+from ..errors import PolyfsError, SourceError
+from ..model import types as T
+from ..model.schema import Shape
+from ..model.writer import DomainWriter
+from .common import (ImportOptions, Progress, big_endian, chunk_region, chunks_for, dtype_from_numpy,
+                     json_attribute, padded, stored_pipeline_filters, write_decoded, zstd_has_content_size)
+
+log = logging.getLogger(__name__)
+
+HEADERS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+COPY_COMPRESSIONS = {8: DEFLATE, 32946: DEFLATE, 50000: ZSTD}  # TIFF code -> HDF5 filter
+MIN_STRIP_BYTES = 64 << 10
+DEFAULT_LEVELS = {DEFLATE: 6, ZSTD: 3}
+
+
+def is_tiff_header(head: bytes) -> bool:
+    return head[:4] in HEADERS
+
+
+@dataclass
+class _Geometry:
+    """Where a page's chunks sit: the canonical 5-D page shape of tifffile
+    (``shaped``: planar samples, depth, Y, X, contig samples) and its chunk."""
+
+    shaped: tuple[int, int, int, int, int]
+    chunk: tuple[int, int, int, int, int]
+    keep: tuple[bool, bool, bool, bool, bool]  # which of the 5 dims the dataset shows
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(-(-s // c) for s, c in zip(self.shaped, self.chunk))
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return tuple(s for s, k in zip(self.shaped, self.keep) if k)
+
+    @property
+    def chunk_dims(self) -> tuple[int, ...]:
+        return tuple(c for c, k in zip(self.chunk, self.keep) if k)
+
+
+def _geometry(page) -> _Geometry:
+    shaped = tuple(int(x) for x in page.shaped)
+    s_sep, depth, length, width, s_con = shaped
+    if page.is_tiled:
+        chunk = (1, int(page.tiledepth or 1), int(page.tilelength), int(page.tilewidth), s_con)
+    else:
+        rps = int(page.rowsperstrip or length) or length
+        chunk = (1, 1, min(rps, length), width, s_con)
+    keep = (s_sep > 1, depth > 1, True, True, s_con > 1)
+    return _Geometry(shaped, chunk, keep)
+
+
+class TiffImporter:
+    def __init__(self, path: Path, writer: DomainWriter, opts: ImportOptions) -> None:
+        self.path = Path(path)
+        self.writer = writer
+        self.opts = opts
+
+    def err(self, what: str, cause: object) -> SourceError:
+        cause = " ".join(str(cause).split())
+        return SourceError(self.path, f"{what}: {cause}" if what else cause)
+
+    def run(self) -> None:
+        import tifffile
+
+        try:
+            tif = tifffile.TiffFile(self.path)
+        except Exception as exc:  # tifffile raises many kinds for broken headers
+            raise self.err("", f"not a readable TIFF file ({type(exc).__name__}: {exc})") from None
+        try:
+            with tif:
+                self.size = os.fstat(tif.filehandle.fileno()).st_size if hasattr(tif.filehandle, "fileno") \
+                    else self.path.stat().st_size
+                self._import(tif)
+        except SourceError:
+            raise
+        except (PolyfsError, OSError, ValueError, TypeError, IndexError, KeyError, RuntimeError) as exc:
+            raise self.err("", f"{type(exc).__name__}: {exc}") from None
+
+    # -- planning ---------------------------------------------------------------------
+    def _import(self, tif) -> None:
+        jobs = []
+        series = [s for s in tif.series if s is not None and len(s.pages)]
+        if not series:
+            raise self.err("", "the file holds no image")
+        for i, s in enumerate(series):
+            base = "image" if len(series) == 1 else f"image{i}"
+            levels = list(getattr(s, "levels", None) or [s])
+            for j, level in enumerate(levels):
+                name = base if j == 0 else f"{base}_level{j}"
+                jobs.append(self._plan(tif, level, name))
+        bar = Progress(sum(j["nchunks"] for j in jobs), self.path.name, self.opts.progress)
+        try:
+            for job in jobs:
+                self._write(tif, job, bar)
+        finally:
+            bar.close()
+
+    def _pages(self, series) -> list:
+        pages = list(series.pages)
+        if any(p is None for p in pages):
+            raise self.err(f"series {series.name or ''}".strip(), "has missing pages")
+        return pages
+
+    def _plan(self, tif, series, name: str) -> dict[str, Any]:
+        pages = self._pages(series)
+        key = series.keyframe
+        geo = _geometry(key)
+        for n, p in enumerate(pages):
+            self._check_offsets(p, n)
+        npages = len(pages)
+        page_axes = "".join(a for a, k in zip("SZYXS", geo.keep) if k)
+        sshape = tuple(int(x) for x in series.shape)
+        saxes = str(series.axes or "")
+        nlead = len(sshape) - len(geo.dims)
+        if nlead >= 0 and sshape[nlead:] == geo.dims and math.prod(sshape[:nlead]) == npages:
+            lead = sshape[:nlead]
+            axes = saxes[:nlead] + page_axes if len(saxes) == len(sshape) else ""
+        else:
+            lead = (npages,) if npages > 1 else ()
+            axes = ("I" if npages > 1 else "") + page_axes
+        dims = lead + geo.dims
+        np_dtype = np.dtype(series.dtype).newbyteorder(tif.byteorder)
+        try:
+            source_type = dtype_from_numpy(np_dtype)
+        except T.UnsupportedType as exc:
+            raise self.err(f"series {name}", exc) from None
+        copy_filter = self._copy_filter(key, pages, geo, np_dtype)
+        if copy_filter is not None:
+            chunks = (1,) * len(lead) + geo.chunk_dims
+            dtype = source_type
+            filters = [copy_filter]
+        else:
+            dtype = big_endian(source_type)
+            chunks = ((1,) * len(lead) + geo.chunk_dims) if key.is_tiled else \
+                chunks_for(dims, dtype.itemsize, self.opts.chunks)
+            filters = stored_pipeline_filters(self.opts, dtype, chunks)
+        ds = self.writer.add_dataset(self.writer.root, name, dtype, Shape("simple", dims), chunks, filters)
+        self._attrs(tif, series, key, ds, axes)
+        nchunks = len(pages) * math.prod(geo.grid) if copy_filter is not None else ds.nchunks
+        return {"ds": ds, "pages": pages, "geo": geo, "lead": lead, "copy": copy_filter is not None,
+                "nchunks": nchunks, "np_dtype": np_dtype}
+
+    def _check_offsets(self, page, n: int) -> None:
+        for i, (off, count) in enumerate(zip(page.dataoffsets, page.databytecounts)):
+            if count and (off < 8 or off + count > self.size):
+                kind = "tile" if page.keyframe.is_tiled else "strip"
+                raise self.err(f"page {n} {kind} {i}",
+                               f"bytes {off}..{off + count} lie outside the file ({self.size} bytes): "
+                               f"bogus offset or truncated file")
+
+    def _copy_filter(self, key, pages, geo: _Geometry, np_dtype: np.dtype) -> Filter | None:
+        """The HDF5 filter the stored tiles are already in, or None to decode."""
+        comp = int(key.compression)
+        if comp not in COPY_COMPRESSIONS or int(key.predictor) != 1 or int(key.fillorder) != 1:
+            return None
+        if int(key.sampleformat) not in (1, 2, 3) or np_dtype.kind not in "uif":
+            return None
+        bps = key.bitspersample
+        if isinstance(bps, tuple):
+            bps = bps[0]
+        if int(bps) != 8 * np_dtype.itemsize or getattr(key, "subsampling", None) not in (None, (1, 1)):
+            return None
+        if not key.is_tiled and math.prod(geo.chunk) * np_dtype.itemsize < MIN_STRIP_BYTES \
+                and geo.chunk[2] < geo.shaped[2]:
+            return None
+        for p in pages:  # every page must be laid out like the key page (frames share it)
+            if len(p.dataoffsets) != math.prod(geo.grid):
+                return None
+            if p is key or not hasattr(p, "tags"):
+                continue
+            if int(p.compression) != comp or tuple(p.shaped) != geo.shaped or bool(p.is_tiled) != bool(key.is_tiled) \
+                    or int(p.predictor) != 1 or _geometry(p).chunk != geo.chunk:
+                return None
+        fid = COPY_COMPRESSIONS[comp]
+        return Filter(fid, (DEFAULT_LEVELS[fid],))
+
+    def _attrs(self, tif, series, key, ds, axes: str) -> None:
+        w = self.writer
+        vl = T.StringType(None, "utf8", "nullterm")
+        if axes:
+            w.set_attr(ds, "axes", vl, Shape("scalar"), axes)
+        if series.name:
+            w.set_attr(ds, "name", vl, Shape("scalar"), str(series.name))
+        try:
+            w.set_attr(ds, "photometric", vl, Shape("scalar"), key.photometric.name)
+        except AttributeError:
+            pass
+        tags = key.tags if hasattr(key, "tags") else {}
+        xres, yres = tags.get("XResolution"), tags.get("YResolution")
+        if xres is not None and yres is not None:
+            res = [_rational(xres.value), _rational(yres.value)]
+            w.set_attr(ds, "resolution", T.FloatType(8), Shape("simple", (2,)), res)
+            unit = tags.get("ResolutionUnit")
+            if unit is not None:
+                try:
+                    import tifffile
+
+                    uname = tifffile.RESUNIT(unit.value).name.lower()
+                except (ValueError, AttributeError):
+                    uname = str(unit.value)
+                w.set_attr(ds, "resolution_unit", vl, Shape("scalar"), uname)
+        meta = tif.imagej_metadata if tif.is_imagej else None
+        if meta:
+            for k, v in meta.items():
+                if k in ("LUTs", "Ranges", "Labels", "Overlays", "ROI", "Properties", "Info", "Plot"):
+                    continue
+                try:
+                    json.dumps(v)
+                except (TypeError, ValueError):
+                    continue
+                t, s, val = json_attribute(v)
+                w.set_attr(ds, f"imagej_{k}", t, s, val)
+        elif not (tif.is_shaped or tif.is_ome) and getattr(key, "description", ""):
+            w.set_attr(ds, "image_description", vl, Shape("scalar"), key.description)
+
+    # -- writing ------------------------------------------------------------------------
+    def _write(self, tif, job: dict[str, Any], bar: Progress) -> None:
+        if job["copy"]:
+            self._copy(tif, job, bar)
+        else:
+            self._decode(tif, job, bar)
+
+    def _copy(self, tif, job: dict[str, Any], bar: Progress) -> None:
+        w = self.writer
+        ds, geo, lead, pages = job["ds"], job["geo"], job["lead"], job["pages"]
+        grid = geo.grid
+        keep_idx = [i for i, k in enumerate(geo.keep) if k]
+        fh = tif.filehandle
+        fid = w.pipeline(ds).filters[0].id
+        for n, page in enumerate(pages):
+            lead_coords = tuple(int(c) for c in np.unravel_index(n, lead)) if lead else ()
+            cache: dict[int, np.ndarray] = {}
+            for t, (off, count) in enumerate(zip(page.dataoffsets, page.databytecounts)):
+                bar(1)
+                if not count:
+                    continue  # an empty tile: missing chunk
+                local = np.unravel_index(t, grid)
+                coords = lead_coords + tuple(int(local[i]) for i in keep_idx)
+                fh.seek(off)
+                data = fh.read(count)
+                if len(data) != count:
+                    raise self.err(f"page {n} chunk {t}", f"short read at offset {off}")
+                full = self._is_full(geo, local)
+                if full and ((fid == DEFLATE and sniff(data[:16]) == "zlib")
+                             or (fid == ZSTD and zstd_has_content_size(data))):
+                    w.write_chunk(ds, coords, data)
+                    continue
+                # a short last strip, or a tile the filter cannot take as is: decode it
+                if n not in cache:
+                    cache.clear()
+                    cache[n] = self._page_array(page, geo, n)
+                region = chunk_region(ds, coords)
+                block = padded(ds, cache[n][tuple(region[len(lead):])].astype(ds.type.numpy()))
+                stored, crc = w.encode_chunk(ds, block)
+                w.write_chunk(ds, coords, stored, crc)
+
+    @staticmethod
+    def _is_full(geo: _Geometry, local) -> bool:
+        return all((int(c) + 1) * n <= s for c, n, s in zip(local, geo.chunk, geo.shaped))
+
+    def _page_array(self, page, geo: _Geometry, n: int) -> np.ndarray:
+        try:
+            arr = page.asarray()
+        except Exception as exc:  # codec errors of all kinds from imagecodecs
+            raise self.err(f"page {n}", f"cannot decode ({type(exc).__name__}: {exc})") from None
+        return np.asarray(arr).reshape(geo.dims)
+
+    def _decode(self, tif, job: dict[str, Any], bar: Progress) -> None:
+        ds, geo, lead, pages = job["ds"], job["geo"], job["lead"], job["pages"]
+        nlead = len(lead)
+        last: dict[int, np.ndarray] = {}
+
+        def page_data(i: int) -> np.ndarray:
+            if i not in last:
+                last.clear()
+                last[i] = self._page_array(pages[i], geo, i)
+            return last[i]
+
+        def read(region) -> np.ndarray:
+            lead_sl, page_sl = region[:nlead], tuple(region[nlead:])
+            if not nlead:
+                return page_data(0)[page_sl]
+            sizes = tuple(s.stop - s.start for s in lead_sl)
+            first = page_data(int(np.ravel_multi_index(tuple(s.start for s in lead_sl), lead)))[page_sl]
+            out = np.empty(sizes + first.shape, dtype=first.dtype)
+            for idx in np.ndindex(*sizes):
+                src = tuple(s.start + i for s, i in zip(lead_sl, idx))
+                out[idx] = page_data(int(np.ravel_multi_index(src, lead)))[page_sl]
+            return out
+
+        write_decoded(self.writer, ds, read, None, skip_fill=True, progress=bar)
+
+
+def _rational(v: Any) -> float:
+    if isinstance(v, tuple) and len(v) == 2:
+        return float(v[0]) / float(v[1]) if v[1] else 0.0
+    return float(v)
+
+
+def import_into(path: Path, writer: DomainWriter, opts: ImportOptions) -> None:
+    TiffImporter(path, writer, opts).run()
