@@ -109,8 +109,10 @@ def views_text(ds: Dataset, p: Pipeline) -> str:
         out.append("hdf5 transcoded (references)")
     else:
         out.append("hdf5 zero-copy")
-    # Zarr: every filter of the table has a Zarr v3 spelling
-    if all(f.spec.zarr is not None for f in p.filters):
+    # Zarr: every filter of the table has a Zarr v3 spelling; HSDS's vlen encoding has none
+    if t.is_vlen or _has_ref(t):
+        out.append("zarr transcoded (variable-length)" if t.is_vlen else "zarr transcoded (references)")
+    elif all(f.spec.zarr is not None for f in p.filters):
         spliced = " (gzip spliced)" if comps and comps[-1].id == DEFLATE and ids[-1] == DEFLATE else ""
         out.append("zarr zero-copy" + spliced)
     else:

@@ -263,6 +263,7 @@ class TiffImporter:
         keep_idx = [i for i, k in enumerate(geo.keep) if k]
         fh = tif.filehandle
         fid = w.pipeline(ds).filters[0].id
+        tiled = bool(pages[0].keyframe.is_tiled)
         for n, page in enumerate(pages):
             lead_coords = tuple(int(c) for c in np.unravel_index(n, lead)) if lead else ()
             cache: dict[int, np.ndarray] = {}
@@ -276,7 +277,7 @@ class TiffImporter:
                 data = fh.read(count)
                 if len(data) != count:
                     raise self.err(f"page {n} chunk {t}", f"short read at offset {off}")
-                full = self._is_full(geo, local)
+                full = tiled or self._is_full(geo, local)  # TIFF tiles are always stored full size
                 if full and ((fid == DEFLATE and sniff(data[:16]) == "zlib")
                              or (fid == ZSTD and zstd_has_content_size(data))):
                     w.write_chunk(ds, coords, data)
@@ -286,7 +287,8 @@ class TiffImporter:
                     cache.clear()
                     cache[n] = self._page_array(page, geo, n)
                 region = chunk_region(ds, coords)
-                block = padded(ds, cache[n][tuple(region[len(lead):])].astype(ds.type.numpy()))
+                part = cache[n][tuple(region[len(lead):])].reshape(tuple(r.stop - r.start for r in region))
+                block = padded(ds, part.astype(ds.type.numpy()))
                 stored, crc = w.encode_chunk(ds, block)
                 w.write_chunk(ds, coords, stored, crc)
 
