@@ -65,10 +65,19 @@ def _add_umount(sub) -> None:
     p.set_defaults(func=cmd_umount)
 
 
+def _add_check(sub) -> None:
+    p = sub.add_parser("check", help="verify a store; --repair rebuilds derived data and removes unreachable objects")
+    p.add_argument("store")
+    p.add_argument("domain", nargs="?")
+    p.add_argument("--deep", action="store_true", help="also decode every chunk")
+    p.add_argument("--repair", action="store_true", help="rebuild CRC32 tables, delete unreachable db/ prefixes")
+    p.set_defaults(func=cmd_check)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="polyfs", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_import, _add_info, _add_create, _add_mount, _add_umount):
+    for add in (_add_import, _add_info, _add_create, _add_mount, _add_umount, _add_check):
         add(sub)
     return parser
 
@@ -97,6 +106,14 @@ def cmd_create(args) -> int:
     path = create_domain(args.store, args.domain, owner=args.owner)
     print(f"created {path}")
     return 0
+
+
+def cmd_check(args) -> int:
+    from .check import check_store
+
+    report = check_store(args.store, args.domain, deep=args.deep, repair=args.repair)
+    sys.stdout.write(report.text())
+    return 1 if report.problems else 0
 
 
 def cmd_mount(args) -> int:
