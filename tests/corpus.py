@@ -11,7 +11,7 @@ Generators (each returns the paths it wrote):
 - :func:`make_tiff_corpus` (tifffile), :func:`make_zarr_corpus` (zarr-python),
   :func:`make_n5_corpus` (tensorstore, z5py for truncated edge blocks).
 - Bad inputs: :func:`make_truncated_hdf5`, :func:`make_unknown_filter_hdf5`,
-  :func:`make_bogus_tiff`, :func:`make_bad_zarr`.
+  :func:`make_corrupt_chunk_hdf5`, :func:`make_bogus_tiff`, :func:`make_bad_zarr`.
 
 Readers: :func:`hdf5_snapshot` (h5py) and :func:`domain_snapshot` (polyfs's
 model: catalog + pipelines + vlen decoding, missing chunks = fill value) give
@@ -236,6 +236,24 @@ def make_unknown_filter_hdf5(dest: Path, filter_id: int = 39999) -> Path:
     if i < 0 or data.find(needle, i + 1) >= 0:
         raise RuntimeError("could not find the lz4 filter id exactly once")
     p.write_bytes(data[:i] + int(filter_id).to_bytes(2, "little") + data[i + 2:])
+    return p
+
+
+def make_corrupt_chunk_hdf5(dest: Path) -> Path:
+    """Good datasets first (their chunks are written before the failure), then a
+    gzip dataset whose last stored chunk has its deflate bytes overwritten."""
+    import h5py
+
+    p = Path(dest) / "corrupt_chunk.h5"
+    with h5py.File(p, "w") as f:
+        f.create_dataset("a_good", data=_ramp((64, 64), "<u2"), chunks=(16, 16), compression="gzip")
+        d = f.create_dataset("z_corrupt", data=_ramp((64, 64), "<u2", 5), chunks=(16, 16), compression="gzip")
+        infos = []
+        d.id.chunk_iter(infos.append)
+        last = max(infos, key=lambda i: i.byte_offset)
+    with open(p, "r+b") as fh:
+        fh.seek(last.byte_offset + 2)
+        fh.write(b"\xff" * min(8, last.size - 6))
     return p
 
 

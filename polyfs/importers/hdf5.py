@@ -15,6 +15,7 @@ cannot decode fails with a SourceError naming the file, dataset and filter.
 from __future__ import annotations
 
 import logging
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,11 +203,11 @@ class HDF5Importer:
                 self._create()
                 self._attributes()
                 self._data()
+        except SourceError:
+            raise
         except PolyfsError as exc:
-            if isinstance(exc, SourceError):
-                raise
             raise self.err("", exc) from None
-        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
+        except Exception as exc:  # h5py, numpy and zlib raise many kinds; one line names them
             raise self.err("", f"{type(exc).__name__}: {exc}") from None
 
     # -- pass 1: the graph --------------------------------------------------------
@@ -473,8 +474,10 @@ class HDF5Importer:
                         self._dataset_data(self.file[obj.path], obj.model, obj.plan, bar)
                     except SourceError:
                         raise
-                    except (PolyfsError, OSError, RuntimeError, ValueError, TypeError) as exc:
+                    except PolyfsError as exc:
                         raise self.err(f"dataset {obj.path}", exc) from None
+                    except Exception as exc:  # library errors while reading the data
+                        raise self.err(f"dataset {obj.path}", f"{type(exc).__name__}: {exc}") from None
         finally:
             bar.close()
 
@@ -508,7 +511,11 @@ class HDF5Importer:
             for coords, mask, offset in self._existing_chunks(d, ds):
                 if mask == 0:
                     _, data = d.id.read_direct_chunk(offset)
-                    w.write_chunk(ds, coords, bytes(data))
+                    try:
+                        w.write_chunk(ds, coords, bytes(data))
+                    except zlib.error as exc:  # the CRC32 of a deflate chunk needs it inflated
+                        raise self.err(f"dataset {d.name} chunk {list(coords)}",
+                                       f"stored deflate stream is corrupt ({exc})") from None
                 else:  # some filters were skipped for this chunk: decode, re-encode with all
                     block = padded(ds, self.to_model(np.asarray(d[chunk_region(ds, coords)]), plan.source_type))
                     stored, crc = w.encode_chunk(ds, block)

@@ -99,7 +99,9 @@ class N5Importer:
                 bar.close()
         except SourceError:
             raise
-        except (PolyfsError, OSError, ValueError, TypeError, KeyError) as exc:
+        except PolyfsError as exc:
+            raise self.err(self.path, exc) from None
+        except Exception as exc:  # library errors (numcodecs, zlib, tensorstore, zarr-python)
             raise self.err(self.path, f"{type(exc).__name__}: {exc}") from None
 
     def _walk(self, node: Path, group, plans: list[_Plan]) -> None:

@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,9 @@ class TiffImporter:
                 self._import(tif)
         except SourceError:
             raise
-        except (PolyfsError, OSError, ValueError, TypeError, IndexError, KeyError, RuntimeError) as exc:
+        except PolyfsError as exc:
+            raise self.err("", exc) from None
+        except Exception as exc:  # tifffile, imagecodecs and zlib raise many kinds
             raise self.err("", f"{type(exc).__name__}: {exc}") from None
 
     # -- planning ---------------------------------------------------------------------
@@ -280,7 +283,10 @@ class TiffImporter:
                 full = tiled or self._is_full(geo, local)  # TIFF tiles are always stored full size
                 if full and ((fid == DEFLATE and sniff(data[:16]) == "zlib")
                              or (fid == ZSTD and zstd_has_content_size(data))):
-                    w.write_chunk(ds, coords, data)
+                    try:
+                        w.write_chunk(ds, coords, data)
+                    except zlib.error as exc:
+                        raise self.err(f"page {n} chunk {t}", f"deflate data is corrupt ({exc})") from None
                     continue
                 # a short last strip, or a tile the filter cannot take as is: decode it
                 if n not in cache:

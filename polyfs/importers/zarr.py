@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from ..model import types as T
 from ..model import values
 from ..model.schema import Shape
 from ..model.writer import DomainWriter
-from .common import (ImportOptions, Progress, big_endian, dtype_from_numpy, padded, set_json_attrs,
+from .common import (ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs,
                      stored_pipeline_filters, write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
@@ -167,7 +166,9 @@ class ZarrImporter:
                 bar.close()
         except SourceError:
             raise
-        except (PolyfsError, OSError, ValueError, TypeError, KeyError) as exc:
+        except PolyfsError as exc:
+            raise self.err(self.path, exc) from None
+        except Exception as exc:  # library errors (numcodecs, zlib, tensorstore, zarr-python)
             raise self.err(self.path, f"{type(exc).__name__}: {exc}") from None
 
     def _attrs(self, obj, meta: dict, node: Path) -> None:
