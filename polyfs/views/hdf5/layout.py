@@ -1,0 +1,181 @@
+"""Address planning: blocks of known size, placed one after another.
+
+Every piece of the synthesized file is a :class:`Block` whose size is known
+before any address is (address fields have a fixed width), so planning is a
+running sum and rendering fills the addresses in afterwards. A
+:class:`Blob` is bytes with *address slots*: "the address of block K (plus an
+offset) goes here", resolved at render time, element by element or in bulk
+(numpy) for large tables. Nothing here does I/O.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterable, Sequence
+
+import numpy as np
+
+from ...vfile import Literal, Segment, Zeros
+from .structs import UNDEF, pad8
+
+AddrKey = Hashable
+Resolve = Callable[[AddrKey], int]
+_Q = struct.Struct("<Q")
+
+
+class Blob:
+    """Bytes under construction with address slots filled at render time."""
+
+    __slots__ = ("buf", "slots", "bulk")
+
+    def __init__(self, data: bytes = b"") -> None:
+        self.buf = bytearray(data)
+        self.slots: list[tuple[int, AddrKey, int]] = []  # (offset, key, addend)
+        self.bulk: list[tuple[np.ndarray, list, np.ndarray, np.ndarray | None]] = []
+
+    def __len__(self) -> int:
+        return len(self.buf)
+
+    def write(self, data: bytes) -> int:
+        pos = len(self.buf)
+        self.buf += data
+        return pos
+
+    def addr(self, key: AddrKey | None, addend: int = 0) -> int:
+        """An 8-byte address of block ``key`` (+ ``addend``); None writes the undefined address."""
+        pos = len(self.buf)
+        if key is None:
+            self.buf += _Q.pack(UNDEF)
+        else:
+            self.buf += bytes(8)
+            self.slots.append((pos, key, addend))
+        return pos
+
+    def slot_at(self, pos: int, key: AddrKey | None, addend: int = 0) -> None:
+        """An address slot at an existing position (bytes already reserved)."""
+        if key is None:
+            self.buf[pos:pos + 8] = _Q.pack(UNDEF)
+        else:
+            self.slots.append((pos, key, addend))
+
+    def bulk_slots(self, offsets: np.ndarray, keys: list, key_index: np.ndarray,
+                   addends: np.ndarray | None = None) -> None:
+        """Many slots at once: ``offsets[i]`` gets address of ``keys[key_index[i]]`` (+ addends[i])."""
+        if len(offsets):
+            self.bulk.append((np.asarray(offsets, np.int64), list(keys), np.asarray(key_index, np.int64),
+                              None if addends is None else np.asarray(addends, np.int64)))
+
+    def align(self, multiple: int = 8) -> None:
+        self.buf += bytes(-len(self.buf) % multiple)
+
+    def extend(self, other: "Blob") -> int:
+        """Append another blob (its slots move with it); returns where it starts."""
+        base = len(self.buf)
+        self.buf += other.buf
+        self.slots.extend((o + base, k, a) for o, k, a in other.slots)
+        self.bulk.extend((o + base, ks, ki, ad) for o, ks, ki, ad in other.bulk)
+        return base
+
+    def render(self, resolve: Resolve) -> bytes:
+        out = bytearray(self.buf)
+        for pos, key, addend in self.slots:
+            _Q.pack_into(out, pos, resolve(key) + addend)
+        if self.bulk:
+            view = np.frombuffer(out, dtype=np.uint8)
+            for offsets, keys, index, addends in self.bulk:
+                table = np.asarray([resolve(k) for k in keys], dtype=np.uint64)
+                vals = table[index]
+                if addends is not None:
+                    vals = vals + addends.astype(np.uint64)
+                view[offsets[:, None] + np.arange(8)] = vals.astype("<u8").view(np.uint8).reshape(-1, 8)
+        return bytes(out)
+
+
+@dataclass
+class Block:
+    """A piece of the file: ``size`` bytes rendered once every address is known."""
+
+    key: AddrKey
+    size: int
+    render: Callable[[Resolve], bytes | Sequence[Segment]]
+    metadata: bool = True
+
+
+def blob_block(key: AddrKey, blob: Blob) -> Block:
+    blob.align(8)
+    return Block(key, len(blob), blob.render)
+
+
+@dataclass
+class FilePlan:
+    """Blocks in file order; addresses are relative to the superblock (at ``base``)."""
+
+    base: int = 0
+    blocks: list[Block] = field(default_factory=list)
+    _addr: dict[AddrKey, int] = field(default_factory=dict)
+    end: int = 0  # relative end of the last block
+
+    def add(self, block: Block) -> Block:
+        self.blocks.append(block)
+        return block
+
+    def extend(self, blocks: Iterable[Block]) -> None:
+        self.blocks.extend(blocks)
+
+    def assign(self, start: int = 0) -> dict[AddrKey, int]:
+        """Place every block back to back (metadata 8-aligned)."""
+        pos = start
+        addr: dict[AddrKey, int] = {}
+        for b in self.blocks:
+            if b.metadata:
+                pos = pad8(pos)
+            if b.key in addr:
+                raise ValueError(f"block {b.key!r} placed twice")
+            addr[b.key] = pos
+            pos += b.size
+        self._addr = addr
+        self.end = pos
+        return addr
+
+    def address(self, key: AddrKey) -> int:
+        return self._addr[key]
+
+    def metadata_end(self) -> int:
+        """Relative end of the last metadata block (data blocks follow it)."""
+        end = 0
+        for b in self.blocks:
+            if b.metadata:
+                end = self._addr[b.key] + b.size
+        return end
+
+    def render(self) -> list[Segment]:
+        """The file's segments after the user block (adjacent bytes merged)."""
+        segs: list[Segment] = []
+        pending: list[bytes] = []
+        pos = 0
+
+        def flush() -> None:
+            if pending:
+                segs.append(Literal(b"".join(pending)))
+                pending.clear()
+
+        for b in self.blocks:
+            at = self._addr[b.key]
+            if at > pos:
+                pending.append(bytes(at - pos))
+            out = b.render(self.address)
+            if isinstance(out, (bytes, bytearray)):
+                if len(out) != b.size:
+                    raise AssertionError(f"block {b.key!r} rendered {len(out)} bytes, planned {b.size}")
+                pending.append(bytes(out))
+            else:
+                flush()
+                n = sum(s.length for s in out)
+                if n != b.size:
+                    raise AssertionError(f"block {b.key!r} rendered {n} bytes, planned {b.size}")
+                segs.extend(out)
+            pos = at + b.size
+        flush()
+        if self.base:
+            segs.insert(0, Zeros(self.base))
+        return segs

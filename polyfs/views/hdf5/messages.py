@@ -1,0 +1,198 @@
+"""Object header messages and version 1 object headers.
+
+Each builder returns a :class:`Message` whose body is a :class:`Blob` (it may
+hold address slots: a B-tree, a heap, a committed type, a link target). The
+versions are the oldest that say what is needed, so HDF5 1.8 and later,
+pyfive and netCDF read them: dataspace 2 (scalar and null spaces), fill value
+2, layout 3 (a version 1 B-tree chunk index, the one index every reader
+knows), filter pipeline 1, attribute 1 (3 when the type is a committed one),
+link info 0 / group info 0 / link 1 for groups holding external links.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Sequence
+
+from ...codecs.registry import BLOSC, BZIP2, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter
+from ...errors import UnsupportedType
+from ...model import types as T
+from ...model.schema import Shape
+from .dtypes import encode_type, shared_type
+from .layout import AddrKey, Blob
+from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2, FILL_SIZE, FILL_V2,
+                      FILTER_PIPELINE_V1, FILTER_V1, FLAG_CONSTANT, FLAG_SHARED, GROUP_INFO, LAYOUT_V3_CHUNKED,
+                      LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_SOFT, LINK_V1, MAX_MESSAGE, MESSAGE_V1,
+                      MSG_ATTRIBUTE, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL, MSG_FILTERS, MSG_GROUP_INFO, MSG_LAYOUT,
+                      MSG_LINK, MSG_LINK_INFO, MSG_SYMBOL_TABLE, OBJECT_HEADER_V1, SPACE_NULL, SPACE_SCALAR,
+                      SPACE_SIMPLE, SYMBOL_TABLE_MSG, UNDEF, pad8, padded)
+
+FILTER_NAMES = {DEFLATE: "deflate", SHUFFLE: "shuffle", FLETCHER32: "fletcher32", ZSTD: "zstd",
+                BLOSC: "blosc", BZIP2: "bzip2"}
+
+
+class MessageTooLarge(UnsupportedType):
+    """A message over the 64 KiB a version 1 object header message can hold."""
+
+
+@dataclass
+class Message:
+    type: int
+    body: Blob
+    flags: int = 0
+
+    @property
+    def size(self) -> int:
+        return pad8(len(self.body))
+
+
+def object_header(messages: Sequence[Message], refcount: int) -> Blob:
+    """A version 1 object header: one chunk holding every message."""
+    total = sum(MESSAGE_V1.size + m.size for m in messages)
+    out = Blob(OBJECT_HEADER_V1.pack(messages=len(messages), refcount=refcount, size=total))
+    for m in messages:
+        if m.size > MAX_MESSAGE:
+            raise MessageTooLarge(f"a message of type {m.type:#x} needs {m.size} bytes (at most {MAX_MESSAGE})")
+        out.write(MESSAGE_V1.pack(type=m.type, size=m.size, flags=m.flags))
+        out.extend(m.body)
+        out.align(8)
+    return out
+
+
+# -- dataspace, datatype, fill value ----------------------------------------------------
+def dataspace_bytes(shape: Shape, with_max: bool = True) -> bytes:
+    if shape.kind == "null":
+        return DATASPACE_V2.pack(rank=0, flags=0, kind=SPACE_NULL)
+    if shape.kind == "scalar":
+        return DATASPACE_V2.pack(rank=0, flags=0, kind=SPACE_SCALAR)
+    rank = len(shape.dims)
+    maxdims = shape.maxdims if with_max else None
+    out = DATASPACE_V2.pack(rank=rank, flags=1 if maxdims is not None else 0, kind=SPACE_SIMPLE)
+    out += struct.pack(f"<{rank}Q", *shape.dims)
+    if maxdims is not None:
+        out += struct.pack(f"<{rank}Q", *(UNDEF if m is None else int(m) for m in maxdims))
+    return out
+
+
+def dataspace(shape: Shape) -> Message:
+    return Message(MSG_DATASPACE, Blob(dataspace_bytes(shape)))
+
+
+def datatype(t: T.DType, constant: bool = True) -> Message:
+    """A datatype message; a committed type is referred to (shared), not copied."""
+    body = Blob()
+    if isinstance(t, T.Committed):
+        shared_type(t.id, body)
+        return Message(MSG_DATATYPE, body, FLAG_CONSTANT | FLAG_SHARED)
+    body.write(encode_type(t))
+    return Message(MSG_DATATYPE, body, FLAG_CONSTANT if constant else 0)
+
+
+def fill_value(value: bytes | None, chunked: bool) -> Message:
+    """Fill value message 2: ``value`` None means the library default (zeros)."""
+    body = FILL_V2.pack(alloc_time=ALLOC_INCREMENTAL if chunked else ALLOC_LATE)
+    if value is None:
+        body += FILL_SIZE.pack(size=0)
+    else:
+        body += FILL_SIZE.pack(size=len(value)) + value
+    return Message(MSG_FILL, Blob(body), FLAG_CONSTANT)
+
+
+# -- storage -----------------------------------------------------------------------------
+def layout_chunked(btree: AddrKey | None, chunks: Sequence[int], itemsize: int) -> Message:
+    body = Blob(LAYOUT_V3_CHUNKED.pack(dimensionality=len(chunks) + 1, btree_address=0))
+    body.slot_at(LAYOUT_V3_CHUNKED.offset_of("btree_address"), btree)
+    for c in chunks:
+        if not 0 < c < 1 << 32:
+            raise UnsupportedType(f"chunk dimension {c} does not fit HDF5's 32-bit chunk dims")
+    body.write(struct.pack(f"<{len(chunks) + 1}I", *chunks, itemsize))
+    return Message(MSG_LAYOUT, body)
+
+
+def layout_contiguous(data: AddrKey | None, size: int) -> Message:
+    body = Blob(LAYOUT_V3_CONTIGUOUS.pack(address=0, size=size))
+    body.slot_at(LAYOUT_V3_CONTIGUOUS.offset_of("address"), data)
+    return Message(MSG_LAYOUT, body)
+
+
+def filter_pipeline(filters: Sequence[Filter]) -> Message:
+    out = [FILTER_PIPELINE_V1.pack(filters=len(filters))]
+    for f in filters:
+        name = padded(FILTER_NAMES.get(f.id, f"filter {f.id}").encode("ascii") + b"\0")
+        cd = tuple(int(v) & 0xFFFFFFFF for v in f.cd_values)
+        out.append(FILTER_V1.pack(id=f.id, name_length=len(name), flags=1 if f.optional else 0,
+                                  client_values=len(cd)))
+        out.append(name)
+        out.append(struct.pack(f"<{len(cd)}I", *cd))
+        if len(cd) % 2:
+            out.append(bytes(4))
+    return Message(MSG_FILTERS, Blob(b"".join(out)), FLAG_CONSTANT)
+
+
+# -- attributes --------------------------------------------------------------------------
+def attribute(name: str, t: T.DType, shape: Shape, data: Blob) -> Message:
+    """Attribute message 1, or 3 when the type is committed (v1 cannot share a type)."""
+    raw_name = name.encode("utf-8") + b"\0"
+    space = dataspace_bytes(shape, with_max=False)
+    body = Blob()
+    if isinstance(t, T.Committed):
+        dt = Blob()
+        shared_type(t.id, dt)
+        body.write(ATTRIBUTE_V3.pack(flags=1, name_size=len(raw_name), datatype_size=len(dt),
+                                     dataspace_size=len(space), charset=_charset(name)))
+        body.write(raw_name)
+        body.extend(dt)
+        body.write(space)
+    else:
+        dt_bytes = encode_type(t)
+        body.write(ATTRIBUTE_V1.pack(name_size=len(raw_name), datatype_size=len(dt_bytes),
+                                     dataspace_size=len(space)))
+        body.write(padded(raw_name))
+        body.write(padded(dt_bytes))
+        body.write(padded(space))
+    body.extend(data)
+    return Message(MSG_ATTRIBUTE, body)
+
+
+def _charset(name: str) -> int:
+    return 0 if name.isascii() else 1
+
+
+# -- groups -----------------------------------------------------------------------------
+def symbol_table(btree: AddrKey, heap: AddrKey) -> Message:
+    body = Blob(SYMBOL_TABLE_MSG.pack(btree_address=0, heap_address=0))
+    body.slot_at(0, btree)
+    body.slot_at(8, heap)
+    return Message(MSG_SYMBOL_TABLE, body)
+
+
+def link_info() -> Message:
+    return Message(MSG_LINK_INFO, Blob(LINK_INFO.pack()))
+
+
+def group_info() -> Message:
+    return Message(MSG_GROUP_INFO, Blob(GROUP_INFO.pack()), FLAG_CONSTANT)
+
+
+def link(name: str, kind: str, target: AddrKey | None = None, path: str = "", file: str = "") -> Message:
+    """A link message (hard: ``target`` is the object's address key)."""
+    raw = name.encode("utf-8")
+    n = len(raw)
+    width, code = (1, 0) if n < 1 << 8 else (2, 1) if n < 1 << 16 else (4, 2)
+    flags = code | (0x08 if kind != "hard" else 0) | (0x10 if not name.isascii() else 0)
+    body = Blob(LINK_V1.pack(flags=flags))
+    if kind != "hard":
+        body.write(bytes([LINK_SOFT if kind == "soft" else LINK_EXTERNAL]))
+    if not name.isascii():
+        body.write(b"\x01")
+    body.write(n.to_bytes(width, "little") + raw)
+    if kind == "hard":
+        body.addr(target)
+    elif kind == "soft":
+        value = path.encode("utf-8")
+        body.write(struct.pack("<H", len(value)) + value)
+    else:
+        value = b"\x00" + file.encode("utf-8") + b"\0" + path.encode("utf-8") + b"\0"
+        body.write(struct.pack("<H", len(value)) + value)
+    return Message(MSG_LINK, body)
+

@@ -1,0 +1,373 @@
+"""A whole domain as one HDF5 file: plan the blocks, then render the segments.
+
+File order (all metadata first, so opening and listing touch one region):
+
+    user block (512 bytes, zeros: room for a TIFF header)
+    superblock 0 + root symbol table entry          <- base address 512
+    object headers, in canonical tree order
+    group local heaps, group B-trees, symbol table nodes
+    global heap collections of attribute data
+    chunk B-trees
+    ---- data ----
+    global heap collections of variable-length datasets
+    per dataset: converted chunks (variable-length, references) or the
+    stored chunk objects back to back (zero-copy ``ChunkRun``)
+
+Per dataset the storage is chosen from the model plus chunk sizes:
+
+- fixed-size types without references: the stored chunks as they are, under
+  the EFFECTIVE filter pipeline (``catalog.pipeline``: HSDS's Blosc frames
+  declared as gzip are declared as blosc here); contiguous/compact datasets
+  whose one chunk is unfiltered keep a contiguous layout;
+- object references: chunks converted at read time (``"groups/<id>"`` text
+  to addresses), unfiltered;
+- variable-length types: chunks read and converted when the file is planned
+  (heap ids), unfiltered, with their heap collections;
+- scalars: a contiguous layout (HDF5 cannot chunk a scalar), the stored bytes
+  if unfiltered, else decoded at read time.
+
+Groups holding only hard and soft links are symbol-table groups; a group with
+an external link uses link messages (as libhdf5 itself converts such groups).
+Anything one object cannot express (an attribute over 64 KiB, a region
+reference) is left out with one log line naming the object; the rest of the
+file is unaffected.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import posixpath
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...codecs.pipeline import Pipeline
+from ...errors import InvalidInput, PolyfsError, UnsupportedType
+from ...model import types as T
+from ...model import values
+from ...model.chunks import ChunkIndex
+from ...model.schema import Dataset, Group, Link
+from ...model.tree import DomainModel
+from ...vfile import ChunkRun, Produced, Segment, Stored, VFile
+from ..transcode import TranscodedChunk
+from . import messages as M
+from .btree import ChunkBTree, Symbol, group_blocks
+from .dtypes import DiskEncoder, disk_itemsize, has_refs, same_bytes
+from .layout import Block, Blob, FilePlan, blob_block
+from .structs import CACHE_NONE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
+from .vlheap import GlobalHeap, vlen_chunks
+
+log = logging.getLogger(__name__)
+
+USER_BLOCK = 512
+SUPERBLOCK_SIZE = SUPERBLOCK_V0.size + SYMBOL_TABLE_ENTRY.size
+
+
+@dataclass
+class HDF5File:
+    """The planned file: its segments and, for tests and tools, where things are."""
+
+    vfile: VFile
+    plan: FilePlan
+    datasets: dict[str, "DatasetPlan"] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return self.vfile.size
+
+    def address(self, key: Any) -> int:
+        """Absolute file offset of a block."""
+        return self.plan.base + self.plan.address(key)
+
+
+@dataclass
+class DatasetPlan:
+    ds: Dataset
+    storage: str  # chunked-stored | chunked-converted | contiguous | none
+    filters: tuple = ()
+    index: ChunkIndex | None = None
+    btree: ChunkBTree | None = None
+    data: list[Block] = field(default_factory=list)
+
+
+def superblock(plan: FilePlan, root_key: Any) -> Block:
+    def render(resolve) -> bytes:
+        head = SUPERBLOCK_V0.pack(base_address=plan.base, eof_address=plan.base + plan.end)
+        entry = SYMBOL_TABLE_ENTRY.pack(name_offset=0, header_address=resolve(root_key), cache_type=CACHE_NONE)
+        return head + entry
+
+    return Block("superblock", SUPERBLOCK_SIZE, render)
+
+
+class DomainRenderer:
+    """Plans one domain's file (``build``) from its model and chunk sizes."""
+
+    def __init__(self, model: DomainModel, ctx: Any, base: int = USER_BLOCK) -> None:
+        self.model = model
+        self.ctx = ctx
+        self.plan = FilePlan(base)
+        self.token = uuid.uuid4().hex  # names this rendering in producer cache keys
+        self.objects: list[tuple[str, Any]] = []  # (path, object) in file order
+        self.in_file: set[str] = set()
+        self.attr_heap = GlobalHeap("gheap")
+        self.data_heap = GlobalHeap("vheap")
+        self.attr_encoder = DiskEncoder(self.attr_heap, self.ref_key)
+        self.data_encoder = DiskEncoder(self.data_heap, self.ref_key)
+        self.datasets: dict[str, DatasetPlan] = {}
+
+    def ref_key(self, obj_id: str | None):
+        return ("oh", obj_id) if obj_id and obj_id in self.in_file else None
+
+    # -- the walk -----------------------------------------------------------------------
+    def _collect(self) -> None:
+        for entry in self.model.walk():
+            self.objects.append((entry.path, entry.obj))
+            self.in_file.add(entry.obj.id)
+        rest = [o for table in (self.model.datatypes, self.model.datasets, self.model.groups)
+                for o in table.values() if o.id not in self.in_file]
+        for obj in sorted(rest, key=lambda o: o.id):  # unlinked objects (anonymous types, referenced datasets)
+            self.objects.append((f"<{obj.id}>", obj))
+            self.in_file.add(obj.id)
+
+    def _refcounts(self) -> dict[str, int]:
+        counts = {oid: 0 for oid in self.in_file}
+        for _, obj in self.objects:
+            if isinstance(obj, Group):
+                for link in obj.links.values():
+                    if link.kind == "hard" and link.id in counts:
+                        counts[link.id] += 1
+        root = self.model.domain.root
+        counts[root] = max(1, counts.get(root, 0))
+        return counts
+
+    # -- build ----------------------------------------------------------------------------
+    def build(self) -> HDF5File:
+        self._collect()
+        refcounts = self._refcounts()
+        self._plan_datasets()
+        headers: list[Block] = []
+        groups: list[Block] = []
+        for path, obj in self.objects:
+            msgs: list[M.Message] = []
+            if isinstance(obj, Group):
+                msgs += self._group_messages(obj, path, groups)
+            elif isinstance(obj, Dataset):
+                msgs += self._dataset_messages(self.datasets[obj.id], path)
+            else:
+                msgs.append(M.datatype(T.resolved(obj.type)))
+            msgs += self._attributes(obj, path)
+            headers.append(blob_block(("oh", obj.id), M.object_header(msgs, refcounts.get(obj.id, 1))))
+        p = self.plan
+        p.add(superblock(p, ("oh", self.model.domain.root)))
+        p.extend(headers)
+        p.extend(groups)
+        p.extend(self.attr_heap.blocks())
+        for dp in self.datasets.values():
+            if dp.btree is not None and not dp.btree.empty:
+                p.add(dp.btree.block())
+        p.extend(self.data_heap.blocks(metadata=False))
+        for dp in self.datasets.values():
+            p.extend(dp.data)
+        p.assign()
+        return HDF5File(VFile(p.render()), p, self.datasets)
+
+    # -- groups -----------------------------------------------------------------------------
+    def _group_messages(self, g: Group, path: str, out: list[Block]) -> list[M.Message]:
+        links = [g.links[n] for n in sorted(g.links)]
+        if any(link.kind == "external" for link in links):
+            msgs = [M.link_info(), M.group_info()]
+            for link in links:
+                msgs.append(self._link_message(link))
+            return msgs
+        symbols = []
+        for link in links:
+            name = link.name.encode("utf-8")
+            if link.kind == "hard":
+                symbols.append(Symbol(name, target=self.ref_key(link.id)))
+            else:
+                symbols.append(Symbol(name, value=(link.h5path or "").encode("utf-8")))
+        tree, heap, blocks = group_blocks(g.id, symbols)
+        out.extend(blocks)
+        return [M.symbol_table(tree, heap)]
+
+    def _link_message(self, link: Link) -> M.Message:
+        if link.kind == "hard":
+            return M.link(link.name, "hard", target=self.ref_key(link.id))
+        if link.kind == "soft":
+            return M.link(link.name, "soft", path=link.h5path or "")
+        return M.link(link.name, "external", path=link.h5path or "/",
+                      file=external_file(link.domain or "", self.model.path))
+
+    # -- attributes -------------------------------------------------------------------------
+    def _attributes(self, obj: Any, path: str) -> list[M.Message]:
+        out = []
+        for name, attr in obj.attributes.items():
+            try:
+                t = attr.type
+                if isinstance(t, T.Committed) and t.id not in self.in_file:
+                    t = t.type
+                if attr.shape.kind == "null":
+                    data = Blob()
+                else:
+                    arr = values.to_numpy(attr.type, attr.shape, attr.value)
+                    data = self.attr_encoder.encode(attr.type, arr)
+                out.append(M.attribute(name, t, attr.shape, data))
+            except (UnsupportedType, InvalidInput) as exc:
+                log.error("hdf5 view of %s: attribute %r of %s left out: %s", self.model.path, name, path, exc)
+        return out
+
+    # -- datasets -----------------------------------------------------------------------------
+    def _plan_datasets(self) -> None:
+        order = [obj for _, obj in self.objects if isinstance(obj, Dataset)]
+        catalog = self.ctx.catalog
+
+        def prefetch(ds: Dataset) -> None:
+            if ds.shape.kind == "simple" or ds.shape.kind == "scalar":
+                catalog.chunk_index(ds)
+                catalog.pipeline(ds)
+
+        if len(order) > 1:
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(prefetch, order))
+        for ds in order:
+            self.datasets[ds.id] = self._plan_dataset(ds)
+
+    def _plan_dataset(self, ds: Dataset) -> DatasetPlan:
+        catalog = self.ctx.catalog
+        if ds.shape.kind == "null":
+            return DatasetPlan(ds, "none")
+        idx = catalog.chunk_index(ds)
+        pipe = catalog.pipeline(ds)
+        ok = idx.sizes > 0  # an empty object cannot be a chunk: treat it as missing
+        if not ok.all():
+            idx = ChunkIndex(idx.dataset_id, idx.prefix, idx.grid, idx.linear[ok], idx.sizes[ok])
+        if ds.shape.kind == "scalar":
+            return self._plan_scalar(ds, idx, pipe)
+        if ds.type.is_vlen:
+            return self._plan_vlen(ds, idx)
+        if has_refs(ds.type):
+            return self._plan_refs(ds, idx, pipe)
+        nbytes = math.prod(ds.shape.dims) * ds.type.itemsize
+        if ds.layout_class in ("H5D_CONTIGUOUS", "H5D_COMPACT") and pipe.is_identity and ds.shape.maxdims is None \
+                and (len(idx) == 0 or (len(idx) == 1 and int(idx.sizes[0]) == nbytes)):
+            data = []
+            if len(idx):
+                data = [Block(("data", ds.id), nbytes, lambda r, k=idx.key(int(idx.linear[0])): [Stored(k, 0, nbytes)],
+                              metadata=False)]
+            return DatasetPlan(ds, "contiguous", index=idx, data=data)
+        run = ChunkRun(idx, idx.linear, idx.sizes)
+        btree = ChunkBTree(("cbtree", ds.id), idx.grid, ds.chunks, idx.linear, idx.sizes, ("data", ds.id),
+                           run.item_offsets())
+        data = [Block(("data", ds.id), run.length, lambda r, run=run: [run], metadata=False)] if len(idx) else []
+        return DatasetPlan(ds, "chunked-stored", tuple(pipe.filters), idx, btree, data)
+
+    def _plan_scalar(self, ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> DatasetPlan:
+        size = disk_itemsize(ds.type)
+        if not len(idx):
+            return DatasetPlan(ds, "contiguous", index=idx)
+        key = idx.key(int(idx.linear[0]))
+        stored = int(idx.sizes[0])
+        if ds.type.is_vlen:
+            (_, blob), = vlen_chunks(ds, self.ctx, self.data_encoder)
+            block = Block(("data", ds.id), len(blob), blob.render, metadata=False)
+        elif has_refs(ds.type):
+            block = Block(("data", ds.id), size, lambda r: [Produced(self._ref_chunk(ds, pipe, key, 1, r))],
+                          metadata=False)
+        elif pipe.is_identity and stored == size:
+            block = Block(("data", ds.id), size, lambda r: [Stored(key, 0, size)], metadata=False)
+        else:
+            producer = TranscodedChunk(key, pipe, ds.type.itemsize, ("hdf5-raw",), encode=bytes, length=size)
+            block = Block(("data", ds.id), size, lambda r: [Produced(producer)], metadata=False)
+        return DatasetPlan(ds, "contiguous", index=idx, data=[block])
+
+    def _plan_vlen(self, ds: Dataset, idx: ChunkIndex) -> DatasetPlan:
+        chunks = vlen_chunks(ds, self.ctx, self.data_encoder)
+        blob = Blob()
+        offsets = []
+        for _, b in chunks:
+            offsets.append(blob.extend(b))
+        sizes = np.asarray([len(b) for _, b in chunks], dtype=np.int64)
+        btree = ChunkBTree(("cbtree", ds.id), idx.grid, ds.chunks, idx.linear, sizes, ("data", ds.id),
+                           np.asarray(offsets, dtype=np.int64))
+        data = [Block(("data", ds.id), len(blob), blob.render, metadata=False)] if len(blob) else []
+        return DatasetPlan(ds, "chunked-converted", (), idx, btree, data)
+
+    def _plan_refs(self, ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> DatasetPlan:
+        count = math.prod(ds.chunks)
+        size = count * disk_itemsize(ds.type)
+        n = len(idx)
+        offsets = np.arange(n, dtype=np.int64) * size
+        btree = ChunkBTree(("cbtree", ds.id), idx.grid, ds.chunks, idx.linear, np.full(n, size, np.int64),
+                           ("data", ds.id), offsets)
+
+        def render(resolve) -> list[Segment]:
+            return [Produced(self._ref_chunk(ds, pipe, idx.key(int(lin)), count, resolve)) for lin in idx.linear]
+
+        data = [Block(("data", ds.id), n * size, render, metadata=False)] if n else []
+        return DatasetPlan(ds, "chunked-converted", (), idx, btree, data)
+
+    def _ref_chunk(self, ds: Dataset, pipe: Pipeline, key: str, count: int, resolve) -> TranscodedChunk:
+        """A chunk holding references: model text -> object header addresses, at read time."""
+        dt = ds.type.numpy()
+        base = dt.subdtype[0] if dt.subdtype is not None else dt
+        encoder = self.data_encoder
+
+        def convert(raw: bytes) -> bytes:
+            arr = np.frombuffer(raw, dtype=base)
+            return encoder.encode(ds.type, arr).render(resolve)
+
+        return TranscodedChunk(key, pipe, count * ds.type.itemsize, ("hdf5-refs", self.token), encode=bytes,
+                               transform=convert, length=count * disk_itemsize(ds.type))
+
+    def _dataset_messages(self, dp: DatasetPlan, path: str) -> list[M.Message]:
+        ds = dp.ds
+        t = ds.type
+        if isinstance(t, T.Committed) and t.id not in self.in_file:
+            t = t.type
+        msgs = [M.dataspace(ds.shape), M.datatype(t)]
+        fill = None
+        if ds.fill_value is not None and same_bytes(ds.type):
+            try:
+                fill = values.fill_bytes(ds.type, ds.fill_value)
+            except (InvalidInput, ValueError, TypeError) as exc:
+                log.error("hdf5 view of %s: fill value of %s left out: %s", self.model.path, path, exc)
+        chunked = dp.storage.startswith("chunked")
+        msgs.append(M.fill_value(fill, chunked))
+        if chunked:
+            key = None if dp.btree is None or dp.btree.empty else dp.btree.key
+            msgs.append(M.layout_chunked(key, ds.chunks, disk_itemsize(ds.type)))
+            if dp.filters:
+                msgs.append(M.filter_pipeline(dp.filters))
+        else:
+            size = 0 if ds.shape.kind == "null" else ds.shape.size * disk_itemsize(ds.type)
+            msgs.append(M.layout_contiguous(("data", ds.id) if dp.data else None, size))
+        return msgs
+
+
+def external_file(domain: str, here: str) -> str:
+    """The file name an external link names: a relative name stays as it is; an
+    absolute domain path becomes the path of its HDF5 view file relative to
+    this one's directory (both live under ``MNT/hdf5/``)."""
+    if not domain.startswith("/"):
+        return domain
+    from ..root import domain_stem
+
+    target = "/".join(domain_stem(domain)) + ".h5"
+    here_dir = posixpath.dirname("/".join(domain_stem(here)))
+    return posixpath.relpath(target, here_dir or ".")
+
+
+def render_domain(model: DomainModel, ctx: Any, base: int = USER_BLOCK) -> HDF5File:
+    """The domain's HDF5 file (plans, reads chunk data only for variable-length datasets)."""
+    try:
+        return DomainRenderer(model, ctx, base).build()
+    except PolyfsError:
+        raise
+    except (ValueError, KeyError, OverflowError) as exc:  # a model the format cannot hold
+        raise UnsupportedType(f"hdf5 view of {model.path}: {exc}") from exc
+
+
+__all__ = ["HDF5File", "DatasetPlan", "DomainRenderer", "render_domain", "external_file"]

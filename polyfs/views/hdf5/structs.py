@@ -1,0 +1,295 @@
+"""HDF5 binary structures (File Format Specification 3.0), declared once as data.
+
+Every fixed-size record the synthesizer writes is a :class:`~polyfs.binfmt.Layout`
+here; the tests parse the synthesized bytes back with the very same
+declarations. Records that are packed in bulk (chunk B-tree nodes, heap ids of
+variable-length data) get a numpy dtype derived from the same declaration by
+:func:`numpy_dtype`, so a million chunk keys are packed without a Python
+object per chunk.
+
+The structures are the ones HDF5 itself writes for ``libver="earliest"``
+files (superblock 0, object header 1, symbol-table groups, version 1 B-trees)
+plus the 1.8 link messages for groups holding external links: every reader in
+use (HDF5 1.10, 1.14, 2.0, pyfive, netCDF, GDAL) opens them. Offsets and
+lengths are 8 bytes, so files past 4 GiB need nothing special.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ...binfmt import Layout
+
+SIGNATURE = b"\x89HDF\r\n\x1a\n"
+UNDEF = 0xFFFFFFFFFFFFFFFF  # the undefined address
+SIZEOF_ADDR = 8
+SIZEOF_SIZE = 8
+LOCAL_HEAP_FREE_NULL = 1  # "no free block" in a local heap (H5HL_FREE_NULL), not UNDEF
+
+# B-tree 'K' values of superblock 0 (it cannot store others): a group B-tree
+# node has up to 2*16 children, a symbol table node 2*4 entries, a chunk
+# B-tree node 2*32 children.
+GROUP_LEAF_K = 4
+GROUP_INTERNAL_K = 16
+CHUNK_K = 32
+
+# -- level 0: superblock -------------------------------------------------------
+SUPERBLOCK_V0 = Layout.of("superblock v0", [
+    ("signature", "8s", SIGNATURE),
+    ("version", "B", 0),
+    ("freespace_version", "B", 0),
+    ("root_symtab_version", "B", 0),
+    ("reserved0", "B", 0),
+    ("shared_header_version", "B", 0),
+    ("sizeof_offsets", "B", SIZEOF_ADDR),
+    ("sizeof_lengths", "B", SIZEOF_SIZE),
+    ("reserved1", "B", 0),
+    ("group_leaf_k", "H", GROUP_LEAF_K),
+    ("group_internal_k", "H", GROUP_INTERNAL_K),
+    ("consistency_flags", "I", 0),
+    ("base_address", "Q"),  # absolute file offset of the superblock; all addresses are relative to it
+    ("freespace_address", "Q", UNDEF),
+    ("eof_address", "Q"),  # absolute: relative end of file + base address
+    ("driver_info_address", "Q", UNDEF),
+])
+
+SYMBOL_TABLE_ENTRY = Layout.of("symbol table entry", [
+    ("name_offset", "Q"),  # into the group's local heap
+    ("header_address", "Q"),
+    ("cache_type", "I"),  # 0 nothing cached, 1 symbol table addresses, 2 soft link value
+    ("reserved", "I", 0),
+    ("scratch", "16s", b""),
+])
+CACHE_NONE, CACHE_STAB, CACHE_SLINK = 0, 1, 2
+SCRATCH_SLINK = Layout.of("scratch: soft link", [("value_offset", "I"), ("pad", "12s", b"")])
+
+# -- level 1: B-trees, symbol table nodes, heaps ----------------------------------
+BTREE_V1 = Layout.of("v1 B-tree node", [
+    ("signature", "4s", b"TREE"),
+    ("node_type", "B"),  # 0 group nodes, 1 raw data chunks
+    ("level", "B"),
+    ("entries_used", "H"),
+    ("left", "Q", UNDEF),
+    ("right", "Q", UNDEF),
+])
+BTREE_GROUP, BTREE_CHUNK = 0, 1
+GROUP_KEY = Layout.of("group node key", [("name_offset", "Q")])
+
+SNOD = Layout.of("symbol table node", [
+    ("signature", "4s", b"SNOD"),
+    ("version", "B", 1),
+    ("reserved", "B", 0),
+    ("symbols", "H"),
+])
+
+LOCAL_HEAP = Layout.of("local heap", [
+    ("signature", "4s", b"HEAP"),
+    ("version", "B", 0),
+    ("reserved", "3s", b""),
+    ("data_size", "Q"),
+    ("free_list", "Q", LOCAL_HEAP_FREE_NULL),
+    ("data_address", "Q"),
+])
+
+GLOBAL_HEAP = Layout.of("global heap collection", [
+    ("signature", "4s", b"GCOL"),
+    ("version", "B", 1),
+    ("reserved", "3s", b""),
+    ("collection_size", "Q"),  # whole collection, header included; at least 4096
+])
+GLOBAL_HEAP_OBJECT = Layout.of("global heap object", [
+    ("index", "H"),  # 0 = the free space at the end
+    ("refcount", "H", 0),
+    ("reserved", "I", 0),
+    ("size", "Q"),
+])
+GLOBAL_HEAP_MIN = 4096  # libhdf5 reads 4096 bytes speculatively and asserts collections are at least that
+
+# -- level 2: object headers and messages ------------------------------------------
+OBJECT_HEADER_V1 = Layout.of("object header v1", [
+    ("version", "B", 1),
+    ("reserved", "B", 0),
+    ("messages", "H"),
+    ("refcount", "I"),
+    ("size", "I"),  # bytes of messages in this chunk
+    ("pad", "4s", b""),  # messages start 8-aligned
+])
+MESSAGE_V1 = Layout.of("object header v1 message", [
+    ("type", "H"),
+    ("size", "H"),  # of the data, a multiple of 8
+    ("flags", "B"),
+    ("reserved", "3s", b""),
+])
+MAX_MESSAGE = 0xFFF8  # a v1 message's size field is 16 bits and sizes are 8-aligned
+
+# message type ids
+MSG_NIL, MSG_DATASPACE, MSG_LINK_INFO, MSG_DATATYPE = 0x0, 0x1, 0x2, 0x3
+MSG_FILL, MSG_LINK, MSG_LAYOUT, MSG_GROUP_INFO = 0x5, 0x6, 0x8, 0xA
+MSG_FILTERS, MSG_ATTRIBUTE, MSG_CONTINUATION, MSG_SYMBOL_TABLE = 0xB, 0xC, 0x10, 0x11
+# message flags
+FLAG_CONSTANT, FLAG_SHARED = 0x01, 0x02
+
+DATASPACE_V2 = Layout.of("dataspace message v2", [
+    ("version", "B", 2),
+    ("rank", "B"),
+    ("flags", "B"),  # bit 0: max dims present
+    ("kind", "B"),  # 0 scalar, 1 simple, 2 null
+])
+SPACE_SCALAR, SPACE_SIMPLE, SPACE_NULL = 0, 1, 2
+
+DATATYPE = Layout.of("datatype message header", [
+    ("class_version", "B"),  # class in the low nibble, version in the high one
+    ("bits0", "B", 0),
+    ("bits1", "B", 0),
+    ("bits2", "B", 0),
+    ("size", "I"),
+])
+FIXED_POINT = Layout.of("fixed-point properties", [("offset", "H", 0), ("precision", "H")])
+FLOATING_POINT = Layout.of("floating-point properties", [
+    ("offset", "H", 0),
+    ("precision", "H"),
+    ("exponent_location", "B"),
+    ("exponent_size", "B"),
+    ("mantissa_location", "B"),
+    ("mantissa_size", "B"),
+    ("exponent_bias", "I"),
+])
+COMPOUND_MEMBER_V1 = Layout.of("compound member v1 (after the padded name)", [
+    ("offset", "I"),
+    ("rank", "B", 0),
+    ("reserved", "3s", b""),
+    ("permutation", "I", 0),
+    ("reserved2", "I", 0),
+    ("dims", "16s", b""),
+])
+COMPOUND_MEMBER_V2 = Layout.of("compound member v2 (after the padded name)", [("offset", "I")])
+ARRAY_V2 = Layout.of("array properties v2", [("rank", "B"), ("reserved", "3s", b"")])
+CLASS_FIXED, CLASS_FLOAT, CLASS_STRING, CLASS_OPAQUE = 0, 1, 3, 5
+CLASS_COMPOUND, CLASS_REFERENCE, CLASS_ENUM, CLASS_VLEN, CLASS_ARRAY = 6, 7, 8, 9, 10
+
+FILL_V2 = Layout.of("fill value message v2", [
+    ("version", "B", 2),
+    ("alloc_time", "B"),  # 1 early, 2 late, 3 incremental
+    ("write_time", "B", 2),  # 2: write the fill value only if one was set
+    ("defined", "B", 1),
+])
+FILL_SIZE = Layout.of("fill value size", [("size", "I")])
+ALLOC_LATE, ALLOC_INCREMENTAL = 2, 3
+
+LAYOUT_V3_CHUNKED = Layout.of("data layout v3, chunked", [
+    ("version", "B", 3),
+    ("layout_class", "B", 2),
+    ("dimensionality", "B"),  # rank + 1 (the last dimension is the element size)
+    ("btree_address", "Q"),
+])
+LAYOUT_V3_CONTIGUOUS = Layout.of("data layout v3, contiguous", [
+    ("version", "B", 3),
+    ("layout_class", "B", 1),
+    ("address", "Q"),
+    ("size", "Q"),
+])
+
+FILTER_PIPELINE_V1 = Layout.of("filter pipeline v1", [
+    ("version", "B", 1),
+    ("filters", "B"),
+    ("reserved", "6s", b""),
+])
+FILTER_V1 = Layout.of("filter description v1", [
+    ("id", "H"),
+    ("name_length", "H"),  # padded name, null included
+    ("flags", "H"),  # bit 0: optional
+    ("client_values", "H"),
+])
+
+ATTRIBUTE_V1 = Layout.of("attribute message v1", [
+    ("version", "B", 1),
+    ("reserved", "B", 0),
+    ("name_size", "H"),  # null included; name, datatype and dataspace each padded to 8
+    ("datatype_size", "H"),
+    ("dataspace_size", "H"),
+])
+ATTRIBUTE_V3 = Layout.of("attribute message v3", [
+    ("version", "B", 3),
+    ("flags", "B"),  # bit 0: the datatype is shared (committed)
+    ("name_size", "H"),
+    ("datatype_size", "H"),
+    ("dataspace_size", "H"),
+    ("charset", "B"),
+])
+
+SYMBOL_TABLE_MSG = Layout.of("symbol table message", [("btree_address", "Q"), ("heap_address", "Q")])
+LINK_INFO = Layout.of("link info message", [
+    ("version", "B", 0),
+    ("flags", "B", 0),
+    ("heap_address", "Q", UNDEF),  # compact storage: no fractal heap
+    ("name_btree_address", "Q", UNDEF),
+])
+GROUP_INFO = Layout.of("group info message", [("version", "B", 0), ("flags", "B", 0)])
+LINK_V1 = Layout.of("link message header", [("version", "B", 1), ("flags", "B")])
+LINK_HARD, LINK_SOFT, LINK_EXTERNAL = 0, 1, 64
+SHARED_V2 = Layout.of("shared message v2", [
+    ("version", "B", 2),
+    ("type", "B", 2),  # 2: a committed object (its object header address follows)
+    ("address", "Q"),
+])
+CONTINUATION = Layout.of("continuation message", [("address", "Q"), ("length", "Q")])
+
+VL_HEAP_ID = Layout.of("variable-length element", [
+    ("length", "I"),  # elements (sequences) or bytes (strings)
+    ("collection", "Q"),
+    ("index", "I"),
+])
+OBJECT_REFERENCE = Layout.of("object reference", [("address", "Q")])
+
+
+# -- numpy dtypes from the declarations (bulk packing) ---------------------------------
+_NP_CODES = {"B": "u1", "b": "i1", "H": "u2", "h": "i2", "I": "u4", "i": "i4", "Q": "u8", "q": "i8",
+             "f": "f4", "d": "f8"}
+
+
+def numpy_dtype(layout: Layout) -> np.dtype:
+    """The packed numpy dtype of a layout (same field names, same bytes)."""
+    endian = "<" if layout.endian in ("<", "=") else ">"
+    fields = []
+    for f in layout.fields:
+        code = f.code
+        if code.endswith("s"):
+            fields.append((f.name, f"S{int(code[:-1] or 1)}"))
+        else:
+            fields.append((f.name, endian + _NP_CODES[code]))
+    dt = np.dtype(fields)
+    assert dt.itemsize == layout.size, layout.name
+    return dt
+
+
+def chunk_key_dtype(rank: int) -> np.dtype:
+    """A chunk B-tree key: stored size, filter mask, then ``rank + 1`` element offsets."""
+    return np.dtype([("size", "<u4"), ("filter_mask", "<u4"), ("offsets", "<u8", (rank + 1,))])
+
+
+def chunk_node_dtype(rank: int) -> np.dtype:
+    """A whole chunk B-tree node: header, 2K (key, child) pairs, the last key."""
+    key = chunk_key_dtype(rank)
+    pair = np.dtype([("key", key), ("child", "<u8")])
+    return np.dtype([("header", numpy_dtype(BTREE_V1)), ("pairs", pair, (2 * CHUNK_K,)), ("last", key)])
+
+
+def snod_size() -> int:
+    return SNOD.size + 2 * GROUP_LEAF_K * SYMBOL_TABLE_ENTRY.size
+
+
+def group_node_size() -> int:
+    return BTREE_V1.size + 2 * GROUP_INTERNAL_K * SIZEOF_ADDR + (2 * GROUP_INTERNAL_K + 1) * GROUP_KEY.size
+
+
+def pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def padded(data: bytes, multiple: int = 8) -> bytes:
+    return data + b"\0" * (-len(data) % multiple)
+
+
+def u64(value: int) -> bytes:
+    return struct.pack("<Q", value)
