@@ -108,7 +108,7 @@ TABLE: tuple[CodecSpec, ...] = (
     CodecSpec(
         BLOSC, "blosc", "H5Z_FILTER_BLOSC", "blosclz",
         numcodec=lambda f, n: _nc("Blosc", cname=f.blosc["cname"], clevel=f.blosc["clevel"],
-                                  shuffle=f.blosc["shuffle"]),
+                                  shuffle=f.blosc["shuffle"], typesize=f.blosc["typesize"] or n),
         zarr=lambda f, n: {"name": "blosc", "configuration": {
             "cname": f.blosc["cname"], "clevel": f.blosc["clevel"],
             "shuffle": BLOSC_SHUFFLES.get(f.blosc["shuffle"], "shuffle"),
