@@ -290,6 +290,16 @@ def make_tiff_corpus(dest: Path) -> list[Path]:
     write("imagej_hyperstack.tif", _ramp((2, 3, 30, 40), "<u2", 11), imagej=True,
           metadata={"axes": "TZYX", "spacing": 0.5, "unit": "um"}, resolution=(1 / 0.25, 1 / 0.25))
     write("single_int16.tif", _ramp((64, 64), "<i2", 17) - 100, tile=(32, 32), compression="zlib")
+    p = dest / "pyramid.tif"  # one series, two levels (a SubIFD)
+    with tifffile.TiffWriter(p) as w:
+        w.write(_ramp((128, 128), "u1", 3), tile=(32, 32), compression="zlib", subifds=1)
+        w.write(_ramp((128, 128), "u1", 3)[::2, ::2], tile=(32, 32), compression="zlib", subfiletype=1)
+    out.append(p)
+    p = dest / "two_series.tif"  # two series of different shapes and types
+    with tifffile.TiffWriter(p) as w:
+        w.write(_ramp((128, 128), "<u2", 5), tile=(32, 32), compression="zstd", photometric="minisblack")
+        w.write(_ramp((3, 20, 30), "<f4", 2) / 8, photometric="minisblack", compression="zlib")
+    out.append(p)
     write("sparse_tiles.tif", _ramp((64, 64), "<u2", 9), tile=(16, 16), compression="zlib")
     with tifffile.TiffFile(out[-1], mode="r+b") as t:  # tile 5 becomes an empty (sparse) tile
         page = t.pages[0]
@@ -320,6 +330,14 @@ def tiff_expected(path: Path) -> list[np.ndarray]:
 
     with tifffile.TiffFile(path) as t:
         return [s.asarray() for s in t.series]
+
+
+def tiff_levels(path: Path) -> list[np.ndarray]:
+    """tifffile's reading of every pyramid level of the first series."""
+    import tifffile
+
+    with tifffile.TiffFile(path) as t:
+        return [lv.asarray() for lv in t.series[0].levels]
 
 
 # ---------------------------------------------------------------------------------

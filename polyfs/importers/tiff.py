@@ -199,9 +199,8 @@ class TiffImporter:
             bps = bps[0]
         if int(bps) != 8 * np_dtype.itemsize or getattr(key, "subsampling", None) not in (None, (1, 1)):
             return None
-        if not key.is_tiled and math.prod(geo.chunk) * np_dtype.itemsize < MIN_STRIP_BYTES \
-                and geo.chunk[2] < geo.shaped[2]:
-            return None
+        if not key.is_tiled and math.prod(geo.chunk) * np_dtype.itemsize < MIN_STRIP_BYTES:
+            return None  # small strips would make tiny chunk objects: decode and use the chunk rule
         for p in pages:  # every page must be laid out like the key page (frames share it)
             if len(p.dataoffsets) != math.prod(geo.grid):
                 return None

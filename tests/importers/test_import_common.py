@@ -152,3 +152,27 @@ def test_info_and_create(tmp_path, hdf5_files, capsys, monkeypatch):
     assert "already exists" in capsys.readouterr().err
     assert main(["info", str(store), "/nope.h5"]) == 1
     assert capsys.readouterr().err.startswith("polyfs: error: no domain /nope.h5")
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path, hdf5_files, monkeypatch):
+    import io
+    import sys
+
+    from polyfs.importers import import_source
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    import_source(hdf5_files["filters"], str(tmp_path / "a"), progress=True)
+    assert "filters.h5" in tty.getvalue() and "chunk" in tty.getvalue()
+    quiet = Tty()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    import_source(hdf5_files["filters"], str(tmp_path / "b"), progress=False)
+    assert quiet.getvalue() == ""
+    pipe = io.StringIO()  # not a terminal: no bar even when asked
+    monkeypatch.setattr(sys, "stderr", pipe)
+    import_source(hdf5_files["filters"], str(tmp_path / "c"), progress=True)
+    assert pipe.getvalue() == ""

@@ -162,6 +162,7 @@ def test_codec_level_and_chunks_options(hdf5_files, tmp_path):
     ds = cat.load("/x/blosc.h5").resolve("/contiguous")
     f = cat.declared_pipeline(ds).filters[0]
     assert f.id == BLOSC and f.blosc["typesize"] == 4
+    assert cat.store.get(cat.chunk_index(ds).key(0))[3] == 4  # the frame shuffles 4-byte elements
     cat = import_all([src], tmp_path / "spec", codec="2|32015,4", domain="/spec.h5")
     ds = cat.load("/spec.h5").resolve("/contiguous")
     p = cat.declared_pipeline(ds)

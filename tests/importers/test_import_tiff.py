@@ -36,7 +36,24 @@ def imported(tiff_files, tmp_path_factory) -> Catalog:
 
 
 def test_corpus_is_complete(tiff_files):
-    assert set(tiff_files) == set(EXPECT)
+    assert set(tiff_files) == set(EXPECT) | {"pyramid", "two_series"}
+
+
+def test_series_and_levels_become_datasets(imported, tiff_files):
+    m = imported.load("/pyramid.h5")
+    assert sorted(m.root.links) == ["image", "image_level1"]
+    for name, want in zip(("/image", "/image_level1"), corpus.tiff_levels(tiff_files["pyramid"])):
+        ds = m.resolve(name)
+        assert np.array_equal(corpus.read_dataset(imported, ds), want)
+        assert imported.declared_pipeline(ds).ids == (DEFLATE,) and ds.chunks == (32, 32)
+    m = imported.load("/two_series.h5")
+    assert sorted(m.root.links) == ["image0", "image1"]
+    want = corpus.tiff_expected(tiff_files["two_series"])
+    first, second = m.resolve("/image0"), m.resolve("/image1")
+    assert np.array_equal(corpus.read_dataset(imported, first), want[0])
+    assert np.array_equal(corpus.read_dataset(imported, second), want[1])
+    assert imported.declared_pipeline(first).ids == (ZSTD,)  # copied tiles
+    assert second.type.order == ">" and second.shape.dims == (3, 20, 30)  # stripped: decoded
 
 
 @pytest.mark.parametrize("stem", sorted(EXPECT))
