@@ -44,7 +44,26 @@ def _header(cls: int, version: int, size: int, bits: int = 0) -> bytes:
 
 
 def encode_type(t: T.DType) -> bytes:
-    """The datatype message body of ``t`` (committed types inlined; unpadded)."""
+    """The datatype message body of ``t`` (committed types inlined; unpadded).
+
+    Like libhdf5, every composite type of one type tree gets the same
+    version: 2 when an array type is anywhere in it, else 1.
+    """
+    return _encode(t, 2 if _has_array(t) else 1)
+
+
+def _has_array(t: T.DType) -> bool:
+    t = T.resolved(t)
+    if isinstance(t, T.ArrayType):
+        return True
+    if isinstance(t, T.CompoundType):
+        return any(_has_array(ft) for _, ft in t.fields)
+    if isinstance(t, T.VlenType):
+        return _has_array(t.base)
+    return False
+
+
+def _encode(t: T.DType, v: int) -> bytes:
     t = T.resolved(t)
     if isinstance(t, T.IntType):
         bits = (1 if t.byteorder == ">" else 0) | (0x08 if t.signed else 0)
@@ -59,22 +78,30 @@ def encode_type(t: T.DType) -> bytes:
         if t.length is None:
             bits = 1 | (_PADS[t.pad] << 4) | (_CSETS[t.charset] << 8)
             base = _header(CLASS_FIXED, 1, 1, 0) + FIXED_POINT.pack(precision=8)
-            return _header(CLASS_VLEN, 1, VL_SIZE, bits) + base
+            return _header(CLASS_VLEN, v, VL_SIZE, bits) + base
         if t.length < 1:
             raise UnsupportedType("a fixed-length string of length 0 has no HDF5 equivalent")
         return _header(CLASS_STRING, 1, t.length, _PADS[t.pad] | (_CSETS[t.charset] << 4))
     if isinstance(t, T.EnumType):
         names = b"".join(padded(n.encode("utf-8") + b"\0") for n, _ in t.members)
         vals = np.asarray([v for _, v in t.members], dtype=t.base.numpy()).tobytes()
-        return _header(CLASS_ENUM, 1, t.base.size, len(t.members)) + encode_type(t.base) + names + vals
+        return _header(CLASS_ENUM, v, t.base.size, len(t.members)) + _encode(t.base, v) + names + vals
     if isinstance(t, T.CompoundType):
-        return _compound(t)
+        out = [b""]
+        offset = 0
+        for name, ft in t.fields:
+            out.append(padded(name.encode("utf-8") + b"\0"))
+            out.append((COMPOUND_MEMBER_V1 if v == 1 else COMPOUND_MEMBER_V2).pack(offset=offset))
+            out.append(_encode(ft, v))
+            offset += disk_itemsize(ft)
+        out[0] = _header(CLASS_COMPOUND, v, offset, len(t.fields))
+        return b"".join(out)
     if isinstance(t, T.ArrayType):
         rank = len(t.dims)
         dims = struct.pack(f"<{rank}I", *t.dims)
         perm = struct.pack(f"<{rank}I", *range(rank))
         return (_header(CLASS_ARRAY, 2, disk_itemsize(t)) + ARRAY_V2.pack(rank=rank) + dims + perm
-                + encode_type(t.base))
+                + _encode(t.base, v))
     if isinstance(t, T.ReferenceType):
         if t.kind != "object":
             raise UnsupportedType("region references are not supported by the HDF5 view")
@@ -83,25 +110,8 @@ def encode_type(t: T.DType) -> bytes:
         tag = padded(t.tag.encode("ascii", "replace") + b"\0") if t.tag else b""
         return _header(CLASS_OPAQUE, 1, t.size, len(tag)) + tag
     if isinstance(t, T.VlenType):
-        return _header(CLASS_VLEN, 1, VL_SIZE, 0) + encode_type(t.base)
+        return _header(CLASS_VLEN, v, VL_SIZE, 0) + _encode(t.base, v)
     raise UnsupportedType(f"type {t!r} has no HDF5 encoding here")
-
-
-def _compound(t: T.CompoundType) -> bytes:
-    has_array = any(isinstance(T.resolved(ft), T.ArrayType) for _, ft in t.fields)
-    version = 2 if has_array else 1
-    out = [b""]
-    offset = 0
-    for name, ft in t.fields:
-        out.append(padded(name.encode("utf-8") + b"\0"))
-        if version == 1:
-            out.append(COMPOUND_MEMBER_V1.pack(offset=offset))
-        else:
-            out.append(COMPOUND_MEMBER_V2.pack(offset=offset))
-        out.append(encode_type(ft))
-        offset += disk_itemsize(ft)
-    out[0] = _header(CLASS_COMPOUND, version, offset, len(t.fields))
-    return b"".join(out)
 
 
 def shared_type(committed_id: str, blob: Blob) -> None:

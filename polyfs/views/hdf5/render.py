@@ -57,7 +57,7 @@ from . import messages as M
 from .btree import ChunkBTree, Symbol, group_blocks
 from .dtypes import DiskEncoder, disk_itemsize, has_refs, same_bytes
 from .layout import Block, Blob, FilePlan, blob_block
-from .structs import CACHE_NONE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
+from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
 from .vlheap import GlobalHeap, vlen_chunks
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,11 @@ class DomainRenderer:
                 else:
                     arr = values.to_numpy(attr.type, attr.shape, attr.value)
                     data = self.attr_encoder.encode(attr.type, arr)
-                out.append(M.attribute(name, t, attr.shape, data))
+                msg = M.attribute(name, t, attr.shape, data)
+                if msg.size > MAX_MESSAGE:
+                    raise M.MessageTooLarge(f"{msg.size} bytes, over the {MAX_MESSAGE} an object header "
+                                            f"message holds")
+                out.append(msg)
             except (UnsupportedType, InvalidInput) as exc:
                 log.error("hdf5 view of %s: attribute %r of %s left out: %s", self.model.path, name, path, exc)
         return out
