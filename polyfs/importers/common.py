@@ -12,7 +12,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import sys
+import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -20,7 +24,7 @@ import numpy as np
 
 from ..codecs.filterspec import parse_filter_spec
 from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, SHUFFLE, ZSTD, Filter
-from ..errors import InvalidInput, PolyfsError, SourceError, UnknownFilter
+from ..errors import CodecError, InvalidInput, PolyfsError, SourceError, UnknownFilter
 from ..model import types as T
 from ..model import values
 from ..model.schema import Dataset, Shape
@@ -290,30 +294,120 @@ def grid_coords(ds: Dataset) -> Iterable[tuple[int, ...]]:
     return itertools.product(*(range(g) for g in ds.grid))
 
 
+class ChunkSink:
+    """Stores a dataset's chunks, with the CPU work in worker threads.
+
+    Encoding decoded blocks and the CRC32 of copied deflate chunks (which needs
+    them inflated) run in a thread pool (zlib, zstd, blosc and bz2 release the
+    GIL); reading the source and writing the store stay in the calling thread,
+    at most ``window`` chunks ahead. Used as a context manager: leaving it
+    stores what is pending, or on error drops it.
+    """
+
+    def __init__(self, writer: DomainWriter, workers: int | None = None) -> None:
+        self.writer = writer
+        self.workers = max(1, workers if workers is not None else min(8, os.cpu_count() or 1))
+        self.window = 2 * self.workers
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="polyfs-import") \
+            if self.workers > 1 else None
+        self._pending: deque = deque()
+
+    def __enter__(self) -> "ChunkSink":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.flush()
+        finally:
+            for _, _, fut in self._pending:
+                fut.cancel()
+            self._pending.clear()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+
+    def encoded(self, ds: Dataset, coords: Sequence[int], block: np.ndarray) -> None:
+        """A full-size decoded block, to encode with the dataset's pipeline."""
+        self._submit(ds, coords, self.writer.encode_chunk, ds, block)
+
+    def stored(self, ds: Dataset, coords: Sequence[int], data: bytes, crc32: int | None = None) -> None:
+        """Chunk bytes already in the dataset's encoding (stored as they are)."""
+        if crc32 is None and _needs_crc(self.writer, ds):
+            self._submit(ds, coords, _with_crc, data)
+        else:
+            self._submit(ds, coords, _as_is, data, crc32)
+
+    def job(self, ds: Dataset, coords: Sequence[int], fn: Callable[..., tuple[bytes, int | None]], *args) -> None:
+        """``fn(*args) -> (stored bytes, crc32 or None)`` in a worker, then stored."""
+        self._submit(ds, coords, fn, *args)
+
+    def _submit(self, ds, coords, fn, *args) -> None:
+        if self._pool is None:
+            self._store(ds, coords, _Done(fn, args))
+            return
+        self._pending.append((ds, tuple(coords), self._pool.submit(fn, *args)))
+        while len(self._pending) > self.window:
+            self._store(*self._pending.popleft())
+
+    def flush(self) -> None:
+        while self._pending:
+            self._store(*self._pending.popleft())
+
+    def _store(self, ds, coords, fut) -> None:
+        try:
+            stored, crc = fut.result()
+        except zlib.error as exc:
+            raise CodecError(f"chunk {list(coords)}: stored deflate stream is corrupt ({exc})") from None
+        except CodecError as exc:
+            raise CodecError(f"chunk {list(coords)}: {exc}") from None
+        self.writer.write_chunk(ds, coords, stored, crc)
+
+
+class _Done:
+    """A job run inline (no pool), shaped like a finished future."""
+
+    def __init__(self, fn, args) -> None:
+        self.fn, self.args = fn, args
+
+    def result(self):
+        return self.fn(*self.args)
+
+
+def _as_is(data: bytes, crc32: int | None) -> tuple[bytes, int | None]:
+    return data, crc32
+
+
+def _with_crc(data: bytes) -> tuple[bytes, int]:
+    return data, zlib.crc32(zlib.decompress(data))
+
+
+def _needs_crc(writer: DomainWriter, ds: Dataset) -> bool:
+    p = writer.pipeline(ds)
+    return bool(p.filters) and p.filters[-1].id == DEFLATE
+
+
 def write_decoded(writer: DomainWriter, ds: Dataset, read: Callable[[Region], np.ndarray],
                   coords: Iterable[tuple[int, ...]] | None = None, skip_fill: bool = True,
-                  progress: Callable[[int], None] | None = None) -> int:
+                  progress: Callable[[int], None] | None = None, workers: int | None = None) -> int:
     """Read each chunk's region with ``read``, pad, encode and store it.
 
     ``coords`` limits the chunks (the source's existing chunks); with
     ``skip_fill`` a chunk holding only the fill value is left missing (it
-    reads back as the fill value anyway).
+    reads back as the fill value anyway). Encoding runs in worker threads.
     """
     written = 0
     scalar = not ds.shape.array_shape
-    for c in (grid_coords(ds) if coords is None else coords):
-        region = () if scalar else chunk_region(ds, c)
-        part = np.asarray(read(region))
-        block = padded(ds, part)
-        if skip_fill and not scalar and _only_fill(ds, block):
+    with ChunkSink(writer, workers) as sink:
+        for c in (grid_coords(ds) if coords is None else coords):
+            region = () if scalar else chunk_region(ds, c)
+            part = np.asarray(read(region))
+            block = padded(ds, part)
             if progress:
                 progress(1)
-            continue
-        stored, crc = writer.encode_chunk(ds, block)
-        writer.write_chunk(ds, (0,) if scalar else c, stored, crc)
-        written += 1
-        if progress:
-            progress(1)
+            if skip_fill and not scalar and _only_fill(ds, block):
+                continue
+            sink.encoded(ds, (0,) if scalar else c, block)
+            written += 1
     return written
 
 

@@ -15,7 +15,6 @@ cannot decode fails with a SourceError naming the file, dataset and filter.
 from __future__ import annotations
 
 import logging
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from ..model import values
 from ..model.schema import Dataset, Datatype, Group, Shape
 from ..model.types import REF_ITEMSIZE
 from ..model.writer import DomainWriter
-from .common import (ImportOptions, Progress, big_endian, chunk_region, chunks_for, complex_as_pairs, padded,
+from .common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, complex_as_pairs, padded,
                      stored_pipeline_filters, write_decoded)
 
 log = logging.getLogger(__name__)
@@ -508,19 +507,15 @@ class HDF5Importer:
             return
         w = self.writer
         if plan.copy:
-            for coords, mask, offset in self._existing_chunks(d, ds):
-                if mask == 0:
-                    _, data = d.id.read_direct_chunk(offset)
-                    try:
-                        w.write_chunk(ds, coords, bytes(data))
-                    except zlib.error as exc:  # the CRC32 of a deflate chunk needs it inflated
-                        raise self.err(f"dataset {d.name} chunk {list(coords)}",
-                                       f"stored deflate stream is corrupt ({exc})") from None
-                else:  # some filters were skipped for this chunk: decode, re-encode with all
-                    block = padded(ds, self.to_model(np.asarray(d[chunk_region(ds, coords)]), plan.source_type))
-                    stored, crc = w.encode_chunk(ds, block)
-                    w.write_chunk(ds, coords, stored, crc)
-                bar(1)
+            with ChunkSink(w) as sink:
+                for coords, mask, offset in self._existing_chunks(d, ds):
+                    if mask == 0:
+                        _, data = d.id.read_direct_chunk(offset)
+                        sink.stored(ds, coords, bytes(data))
+                    else:  # some filters were skipped for this chunk: decode, re-encode with all
+                        part = self.to_model(np.asarray(d[chunk_region(ds, coords)]), plan.source_type)
+                        sink.encoded(ds, coords, padded(ds, part))
+                    bar(1)
             return
         read = self._read(d, plan.source_type)
         if plan.existing_only:

@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from ..errors import CodecError, PolyfsError, SourceError
 from ..model import types as T
 from ..model.schema import Shape
 from ..model.writer import DomainWriter
-from .common import (ImportOptions, Progress, padded, set_json_attrs, stored_pipeline_filters,
+from .common import (ChunkSink, ImportOptions, Progress, padded, set_json_attrs, stored_pipeline_filters,
                      write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
@@ -218,23 +219,29 @@ class N5Importer:
         w = self.writer
         ds = plan.ds
         raw_pipe = Pipeline((plan.filter,) if plan.filter else (), plan.dtype.itemsize)
-        for coords, f in self._blocks(plan):
-            dims, payload = self.parse_block(f.read_bytes(), len(plan.dims), f)
-            try:
-                crc = None
-                if plan.gzip_member:
-                    payload, crc = gzip_to_zlib(payload)
-                if plan.filter is not None and dims == plan.block and \
-                        (plan.filter.id != ZSTD or zstd_has_content_size(payload)):
-                    w.write_chunk(ds, coords, payload, crc)
-                else:  # truncated edge block, raw data, or a streamed zstd frame: decode and re-encode
-                    nbytes = math.prod(dims) * plan.dtype.itemsize
-                    arr = np.frombuffer(raw_pipe.decode(payload, nbytes), dtype=plan.dtype).reshape(dims)
-                    stored, crc = w.encode_chunk(ds, padded(ds, arr))
-                    w.write_chunk(ds, coords, stored, crc)
-            except CodecError as exc:
-                raise self.err(f, f"block {list(reversed(coords))}: {exc}") from None
-            bar(1)
+
+        def convert(dims: tuple[int, ...], payload: bytes) -> tuple[bytes, int | None]:
+            crc = None
+            if plan.gzip_member:
+                payload, crc = gzip_to_zlib(payload)
+            if plan.filter is not None and dims == plan.block and \
+                    (plan.filter.id != ZSTD or zstd_has_content_size(payload)):
+                if crc is None and plan.filter.id == DEFLATE:
+                    crc = zlib.crc32(zlib.decompress(payload))
+                return payload, crc
+            # a truncated edge block, raw data, or a streamed zstd frame: decode, pad, re-encode
+            nbytes = math.prod(dims) * plan.dtype.itemsize
+            arr = np.frombuffer(raw_pipe.decode(payload, nbytes), dtype=plan.dtype).reshape(dims)
+            return w.encode_chunk(ds, padded(ds, arr))
+
+        try:
+            with ChunkSink(w) as sink:
+                for coords, f in self._blocks(plan):
+                    dims, payload = self.parse_block(f.read_bytes(), len(plan.dims), f)
+                    sink.job(ds, coords, convert, dims, payload)
+                    bar(1)
+        except CodecError as exc:
+            raise self.err(plan.path, exc) from None
 
     def _write_tensorstore(self, plan: _Plan, bar: Progress) -> None:
         import tensorstore as ts

@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import os
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from ..errors import PolyfsError, SourceError
 from ..model import types as T
 from ..model.schema import Shape
 from ..model.writer import DomainWriter
-from .common import (ImportOptions, Progress, big_endian, chunk_region, chunks_for, dtype_from_numpy,
+from .common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, dtype_from_numpy,
                      json_attribute, padded, stored_pipeline_filters, write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
@@ -266,36 +265,32 @@ class TiffImporter:
         fh = tif.filehandle
         fid = w.pipeline(ds).filters[0].id
         tiled = bool(pages[0].keyframe.is_tiled)
-        for n, page in enumerate(pages):
-            lead_coords = tuple(int(c) for c in np.unravel_index(n, lead)) if lead else ()
-            cache: dict[int, np.ndarray] = {}
-            for t, (off, count) in enumerate(zip(page.dataoffsets, page.databytecounts)):
-                bar(1)
-                if not count:
-                    continue  # an empty tile: missing chunk
-                local = np.unravel_index(t, grid)
-                coords = lead_coords + tuple(int(local[i]) for i in keep_idx)
-                fh.seek(off)
-                data = fh.read(count)
-                if len(data) != count:
-                    raise self.err(f"page {n} chunk {t}", f"short read at offset {off}")
-                full = tiled or self._is_full(geo, local)  # TIFF tiles are always stored full size
-                if full and ((fid == DEFLATE and sniff(data[:16]) == "zlib")
-                             or (fid == ZSTD and zstd_has_content_size(data))):
-                    try:
-                        w.write_chunk(ds, coords, data)
-                    except zlib.error as exc:
-                        raise self.err(f"page {n} chunk {t}", f"deflate data is corrupt ({exc})") from None
-                    continue
-                # a short last strip, or a tile the filter cannot take as is: decode it
-                if n not in cache:
-                    cache.clear()
-                    cache[n] = self._page_array(page, geo, n)
-                region = chunk_region(ds, coords)
-                part = cache[n][tuple(region[len(lead):])].reshape(tuple(r.stop - r.start for r in region))
-                block = padded(ds, part.astype(ds.type.numpy()))
-                stored, crc = w.encode_chunk(ds, block)
-                w.write_chunk(ds, coords, stored, crc)
+        with ChunkSink(w) as sink:
+            for n, page in enumerate(pages):
+                lead_coords = tuple(int(c) for c in np.unravel_index(n, lead)) if lead else ()
+                cache: dict[int, np.ndarray] = {}
+                for t, (off, count) in enumerate(zip(page.dataoffsets, page.databytecounts)):
+                    bar(1)
+                    if not count:
+                        continue  # an empty tile: missing chunk
+                    local = np.unravel_index(t, grid)
+                    coords = lead_coords + tuple(int(local[i]) for i in keep_idx)
+                    fh.seek(off)
+                    data = fh.read(count)
+                    if len(data) != count:
+                        raise self.err(f"page {n} chunk {t}", f"short read at offset {off}")
+                    full = tiled or self._is_full(geo, local)  # TIFF tiles are always stored full size
+                    if full and ((fid == DEFLATE and sniff(data[:16]) == "zlib")
+                                 or (fid == ZSTD and zstd_has_content_size(data))):
+                        sink.stored(ds, coords, data)
+                        continue
+                    # a short last strip, or a tile the filter cannot take as is: decode it
+                    if n not in cache:
+                        cache.clear()
+                        cache[n] = self._page_array(page, geo, n)
+                    region = chunk_region(ds, coords)
+                    part = cache[n][tuple(region[len(lead):])].reshape(tuple(r.stop - r.start for r in region))
+                    sink.encoded(ds, coords, padded(ds, part.astype(ds.type.numpy())))
 
     @staticmethod
     def _is_full(geo: _Geometry, local) -> bool:

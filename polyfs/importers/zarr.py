@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import struct
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -34,7 +35,7 @@ from ..model import types as T
 from ..model import values
 from ..model.schema import Shape
 from ..model.writer import DomainWriter
-from .common import (ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs,
+from .common import (ChunkSink, ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs,
                      stored_pipeline_filters, write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
@@ -298,11 +299,16 @@ class ZarrImporter:
 
             write_decoded(self.writer, ds, read, None, skip_fill=True, progress=bar)
             return
-        if plan.sharding is not None:
-            self._write_sharded(plan, ds, bar)
-            return
-        for coords, f in self._chunk_files(plan):
-            self._put(plan, ds, coords, f.read_bytes(), f, bar)
+        try:
+            with ChunkSink(self.writer) as sink:
+                if plan.sharding is not None:
+                    self._write_sharded(plan, ds, sink, bar)
+                else:
+                    for coords, f in self._chunk_files(plan):
+                        sink.job(ds, coords or (0,), self._convert, plan, ds, f.read_bytes())
+                        bar(1)
+        except CodecError as exc:
+            raise self.err(plan.path, exc) from None
 
     def _chunk_files(self, plan: _ArrayPlan):
         grid = tuple(-(-s // c) for s, c in zip(plan.shape, plan.shard_shape))
@@ -311,24 +317,24 @@ class ZarrImporter:
             if f.is_file():
                 yield tuple(int(c) for c in coords), f
 
-    def _put(self, plan: _ArrayPlan, ds, coords: tuple[int, ...], data: bytes, where: Path | str, bar) -> None:
+    def _convert(self, plan: _ArrayPlan, ds, data: bytes) -> tuple[bytes, int | None]:
+        """Stored source chunk bytes -> canonical chunk bytes (+ CRC32 for deflate),
+        without recompressing (runs in a worker thread)."""
         chain = plan.chain
-        try:
-            if chain.strip_crc32c:
-                data = _strip_crc32c(data)
-            crc = None
-            if chain.gzip:
-                data, crc = gzip_to_zlib(data)
-            elif chain.zstd and not zstd_has_content_size(data):
-                # a streamed frame: decode with the chain and encode it single-shot
-                pipe = self.writer.pipeline(ds)
-                data = pipe.encode(pipe.decode(data))
-        except CodecError as exc:
-            raise self.err(where, f"chunk {list(coords)}: {exc}") from None
-        self.writer.write_chunk(ds, coords or (0,), data, crc)
-        bar(1)
+        if chain.strip_crc32c:
+            data = _strip_crc32c(data)
+        crc = None
+        if chain.gzip:
+            data, crc = gzip_to_zlib(data)
+        elif chain.zstd and not zstd_has_content_size(data):
+            # a streamed frame: decode with the chain and encode it single-shot
+            pipe = self.writer.pipeline(ds)
+            data = pipe.encode(pipe.decode(data))
+        elif chain.filters and chain.filters[-1].id == DEFLATE:
+            crc = zlib.crc32(zlib.decompress(data))
+        return data, crc
 
-    def _write_sharded(self, plan: _ArrayPlan, ds, bar: Progress) -> None:
+    def _write_sharded(self, plan: _ArrayPlan, ds, sink: ChunkSink, bar: Progress) -> None:
         cfg = plan.sharding
         per = tuple(o // c for o, c in zip(plan.shard_shape, plan.chunks))
         n = math.prod(per)
@@ -367,7 +373,8 @@ class ZarrImporter:
                     continue
                 if off + nb > len(blob):
                     raise self.err(f, f"inner chunk {list(coords)} lies outside the shard")
-                self._put(plan, ds, coords, blob[off:off + nb], f, bar)
+                sink.job(ds, coords, self._convert, plan, ds, blob[off:off + nb])
+                bar(1)
 
 
 def _is_real_transpose(codec: dict, rank: int) -> bool:

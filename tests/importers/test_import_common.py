@@ -176,3 +176,26 @@ def test_progress_bar_only_on_a_terminal(tmp_path, hdf5_files, monkeypatch):
     monkeypatch.setattr(sys, "stderr", pipe)
     import_source(hdf5_files["filters"], str(tmp_path / "c"), progress=True)
     assert pipe.getvalue() == ""
+
+
+def test_chunk_sink_inline_and_threaded_store_the_same(tmp_path):
+    from polyfs.codecs.registry import Filter
+    from polyfs.importers.common import write_decoded
+    from polyfs.model.schema import Shape
+    from polyfs.model.writer import DomainWriter
+
+    data = (np.arange(100 * 70) % 97).astype(">u2").reshape(100, 70)
+    data[:32] = 5  # the fill value: those chunks stay missing
+    results = []
+    for workers in (1, 3):
+        cat = Catalog(open_store(str(tmp_path / f"w{workers}"), create=True))
+        with DomainWriter(cat, "/d.h5") as w:
+            ds = w.add_dataset(w.root, "x", T.IntType(2, False, ">"), Shape("simple", data.shape), (16, 16),
+                               [Filter(DEFLATE, (6,))], fill_value=5)
+            n = write_decoded(w, ds, lambda r: data[r], workers=workers)
+        ds = cat.load("/d.h5").resolve("/x")
+        idx = cat.chunk_index(ds)
+        results.append((n, {idx.key(int(i)).rsplit("/", 1)[1]: cat.store.get(idx.key(int(i))) for i in idx.linear},
+                        len(cat.crc_table(ds))))
+    assert results[0] == results[1]
+    assert results[0][0] == 7 * 5 - 2 * 5 and results[0][2] == results[0][0]
