@@ -281,6 +281,7 @@ def make_tiff_corpus(dest: Path) -> list[Path]:
     write("stripped_zstd_big.tif", _ramp((3, 250, 180), "<u2", 3), rowsperstrip=200, compression="zstd",
           photometric="minisblack")  # 72000-byte strips are copied; the 50-row last strip is re-encoded
     write("stripped_raw_small.tif", vol, rowsperstrip=8, photometric="minisblack")
+    write("tiled_raw.tif", vol, tile=(32, 48), photometric="minisblack")
     write("tiled_lzw_predictor.tif", vol, tile=(32, 32), compression="lzw", predictor=True,
           photometric="minisblack")
     write("rgb_contig_deflate.tif", _ramp((40, 50, 3), "u1", 5), tile=(16, 16), photometric="rgb",

@@ -1,7 +1,7 @@
 """Import an HDF5 file: every group, dataset, committed type, attribute and link.
 
 Chunked datasets whose filters are all in the translation table and have a
-compressor keep their stored chunks: ``read_direct_chunk`` bytes go into the
+compressor (or have no filter at all, when ``--codec none`` is chosen) keep their stored chunks: ``read_direct_chunk`` bytes go into the
 store unchanged, in the file's byte order (missing chunks stay missing).
 Everything else is read through h5py, chunked and encoded with the chosen
 encoding in big-endian order: contiguous, compact and virtual datasets,
@@ -309,7 +309,8 @@ class HDF5Importer:
                 unknown.append((int(fid), name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)))
         has_compressor = any(f.spec.compressor for f in filters)
         chunked = layout == h5d.CHUNKED and d.chunks is not None and shape.kind == "simple"
-        copy = chunked and not unknown and has_compressor and raw_layout_matches(tid)
+        raw_copy = not filters and not unknown and not self.opts.encoding.filters  # --codec none
+        copy = chunked and not unknown and (has_compressor or raw_copy) and raw_layout_matches(tid)
         fill = None
         try:
             if dcpl.fill_value_defined() == h5d.FILL_VALUE_USER_DEFINED and not _has_refs(source_type) \

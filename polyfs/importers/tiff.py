@@ -5,8 +5,8 @@ Each tifffile series becomes one dataset (``/image``, or ``/image0``,
 the pages as leading dims (the series' shape) followed by the page's own
 dims: ``[samples (planar)] [depth] Y X [samples (contig)]``.
 
-Tiles compressed with deflate (a zlib stream) or zstd, without predictor,
-are copied byte for byte as chunks of shape ``(1.., tile Y, tile X[, S])`` in
+Tiles compressed with deflate (a zlib stream) or zstd, without predictor
+(and uncompressed tiles when ``--codec none`` is chosen), are copied byte for byte as chunks of shape ``(1.., tile Y, tile X[, S])`` in
 the file's byte order (``II``/``MM``); empty tiles stay missing. Strips are
 copied the same way when one strip holds at least 64 KiB (else they would
 make tiny chunk objects), except the last, shorter strip, which is decoded,
@@ -162,11 +162,11 @@ class TiffImporter:
             source_type = dtype_from_numpy(np_dtype)
         except T.UnsupportedType as exc:
             raise self.err(f"series {name}", exc) from None
-        copy_filter = self._copy_filter(key, pages, geo, np_dtype)
-        if copy_filter is not None:
+        copy_filters = self._copy_filters(key, pages, geo, np_dtype)
+        if copy_filters is not None:
             chunks = (1,) * len(lead) + geo.chunk_dims
             dtype = source_type
-            filters = [copy_filter]
+            filters = copy_filters
         else:
             dtype = big_endian(source_type)
             chunks = ((1,) * len(lead) + geo.chunk_dims) if key.is_tiled else \
@@ -174,8 +174,8 @@ class TiffImporter:
             filters = stored_pipeline_filters(self.opts, dtype, chunks)
         ds = self.writer.add_dataset(self.writer.root, name, dtype, Shape("simple", dims), chunks, filters)
         self._attrs(tif, series, key, ds, axes)
-        nchunks = len(pages) * math.prod(geo.grid) if copy_filter is not None else ds.nchunks
-        return {"ds": ds, "pages": pages, "geo": geo, "lead": lead, "copy": copy_filter is not None,
+        nchunks = len(pages) * math.prod(geo.grid) if copy_filters is not None else ds.nchunks
+        return {"ds": ds, "pages": pages, "geo": geo, "lead": lead, "copy": copy_filters is not None,
                 "nchunks": nchunks, "np_dtype": np_dtype}
 
     def _check_offsets(self, page, n: int) -> None:
@@ -186,10 +186,12 @@ class TiffImporter:
                                f"bytes {off}..{off + count} lie outside the file ({self.size} bytes): "
                                f"bogus offset or truncated file")
 
-    def _copy_filter(self, key, pages, geo: _Geometry, np_dtype: np.dtype) -> Filter | None:
-        """The HDF5 filter the stored tiles are already in, or None to decode."""
+    def _copy_filters(self, key, pages, geo: _Geometry, np_dtype: np.dtype) -> list[Filter] | None:
+        """The HDF5 filters the stored tiles are already in ([] for uncompressed
+        tiles when the chosen encoding is none too), or None to decode them."""
         comp = int(key.compression)
-        if comp not in COPY_COMPRESSIONS or int(key.predictor) != 1 or int(key.fillorder) != 1:
+        raw_ok = comp == 1 and not self.opts.encoding.filters
+        if (comp not in COPY_COMPRESSIONS and not raw_ok) or int(key.predictor) != 1 or int(key.fillorder) != 1:
             return None
         if int(key.sampleformat) not in (1, 2, 3) or np_dtype.kind not in "uif":
             return None
@@ -208,8 +210,10 @@ class TiffImporter:
             if int(p.compression) != comp or tuple(p.shaped) != geo.shaped or bool(p.is_tiled) != bool(key.is_tiled) \
                     or int(p.predictor) != 1 or _geometry(p).chunk != geo.chunk:
                 return None
+        if raw_ok:
+            return []
         fid = COPY_COMPRESSIONS[comp]
-        return Filter(fid, (DEFAULT_LEVELS[fid],))
+        return [Filter(fid, (DEFAULT_LEVELS[fid],))]
 
     def _attrs(self, tif, series, key, ds, axes: str) -> None:
         w = self.writer
@@ -263,7 +267,8 @@ class TiffImporter:
         grid = geo.grid
         keep_idx = [i for i, k in enumerate(geo.keep) if k]
         fh = tif.filehandle
-        fid = w.pipeline(ds).filters[0].id
+        filters = w.pipeline(ds).filters
+        fid = filters[0].id if filters else None
         tiled = bool(pages[0].keyframe.is_tiled)
         with ChunkSink(w) as sink:
             for n, page in enumerate(pages):
@@ -280,7 +285,8 @@ class TiffImporter:
                     if len(data) != count:
                         raise self.err(f"page {n} chunk {t}", f"short read at offset {off}")
                     full = tiled or self._is_full(geo, local)  # TIFF tiles are always stored full size
-                    if full and ((fid == DEFLATE and sniff(data[:16]) == "zlib")
+                    if full and ((fid is None and count == ds.chunk_nbytes)
+                                 or (fid == DEFLATE and sniff(data[:16]) == "zlib")
                                  or (fid == ZSTD and zstd_has_content_size(data))):
                         sink.stored(ds, coords, data)
                         continue

@@ -9,8 +9,8 @@ copied chunk by chunk: gzip members become zlib streams without recompressing
 carry their decoded size. Sharded arrays (``sharding_indexed``) are read
 shard by shard: each shard's index gives the inner chunks, which become the
 canonical chunks (inner chunk shape). Anything else (transpose, variable-
-length strings, uncompressed chunks, unknown codecs) is read with
-zarr-python and written with the chosen encoding in big-endian order.
+length strings, uncompressed chunks unless ``--codec none``, unknown codecs)
+is read with zarr-python and written with the chosen encoding in big-endian order.
 
 JSON attributes become HDF5 attributes (see :func:`common.json_attribute`);
 the array's fill value is kept as the dataset's fill value.
@@ -57,9 +57,11 @@ class _Chain:
     zstd: bool = False  # the last filter is zstd: frames need their content size
     reason: str = ""  # why the chain cannot be copied ("" = it can)
 
-    @property
-    def copyable(self) -> bool:
-        return not self.reason and any(f.spec.compressor for f in self.filters)
+    def copyable(self, raw_ok: bool) -> bool:
+        """Copy when there is a compressor, or no filter at all and ``raw_ok`` (--codec none)."""
+        if self.reason:
+            return False
+        return any(f.spec.compressor for f in self.filters) or (raw_ok and not self.filters)
 
 
 def _bytes_codecs(codecs: list[dict], itemsize: int) -> _Chain:
@@ -260,8 +262,9 @@ class ZarrImporter:
         dtype = self._dtype(meta, endian, where)
         if dtype.is_vlen or not shape:
             chain = None  # variable-length chunks and 0-d arrays are decoded
-        plan = _ArrayPlan(where, name, meta, shape, dtype, chunks, chain if chain and chain.copyable else None,
-                          sharding if chain and chain.copyable else None, outer)
+        copy = chain is not None and chain.copyable(not self.opts.encoding.filters)
+        plan = _ArrayPlan(where, name, meta, shape, dtype, chunks, chain if copy else None,
+                          sharding if copy else None, outer)
         plan.key_of = _key_encoder(meta.get("chunk_key_encoding") or {"name": "default"}, mf, self.err)
         plan.fill = _fill_json(meta.get("fill_value"), dtype, mf, self.err)
         stored = dtype if plan.chain is not None else (dtype if dtype.is_vlen else big_endian(dtype))

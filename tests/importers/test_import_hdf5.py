@@ -173,6 +173,15 @@ def test_codec_level_and_chunks_options(hdf5_files, tmp_path):
     assert cat.declared_pipeline(ds).is_identity
     assert cat.store.get(cat.chunk_index(ds).key(0)) == \
         np.ascontiguousarray(h5py.File(src)["contiguous"][0], ">f4").tobytes()
+    raw = cat.load("/none.h5").resolve("/no_filter_chunked")  # unfiltered chunks: copied as they are
+    assert cat.declared_pipeline(raw).is_identity and raw.type.order == "<"
+    with h5py.File(src) as f:
+        idx = cat.chunk_index(raw)
+        assert len(idx) == 12
+        for i in idx.linear:
+            coords = idx.coords_of(int(i))
+            assert cat.store.get(idx.key(int(i))) == \
+                f["no_filter_chunked"].id.read_direct_chunk(tuple(c * 16 for c in coords))[1]
 
 
 def test_overwrite_replaces_and_cleans_up(hdf5_files, tmp_path):

@@ -20,6 +20,7 @@ EXPECT = {
     "stripped_zstd_big": ((ZSTD,), "<", (1, 200, 180)),  # strips copied, the short last one re-encoded
     "stripped_raw_small": ((DEFLATE,), ">", (4, 100, 70)),  # uncompressed: decoded, rule chunks
     "tiled_lzw_predictor": ((DEFLATE,), ">", (1, 32, 32)),  # LZW: decoded, tile chunks
+    "tiled_raw": ((DEFLATE,), ">", (1, 32, 48)),  # uncompressed: the default encoding
     "rgb_contig_deflate": ((DEFLATE,), "|", (16, 16, 3)),
     "rgb_planar_deflate": ((DEFLATE,), "|", (1, 16, 16)),
     "imagej_hyperstack": ((DEFLATE,), ">", (2, 3, 30, 40)),
@@ -114,3 +115,17 @@ def test_deflate_tiles_get_crc32(imported):
     for i in idx.linear:
         data = imported.store.get(idx.key(int(i)))
         assert table.lookup(int(i), int.from_bytes(data[-4:], "big")) == zlib.crc32(zlib.decompress(data))
+
+
+def test_codec_none_copies_uncompressed_tiles(tiff_files, tmp_path):
+    src = tiff_files["tiled_raw"]
+    cat = import_all([src], tmp_path / "s", codec="none")
+    ds = cat.load("/tiled_raw.h5").resolve("/image")
+    assert cat.declared_pipeline(ds).is_identity and ds.type.order == "<"
+    idx = cat.chunk_index(ds)
+    raw = src.read_bytes()
+    with tifffile.TiffFile(src) as t:
+        tiles = [raw[o:o + n] for p in t.series[0].pages for o, n in zip(p.dataoffsets, p.databytecounts)]
+    stored = [cat.store.get(idx.key(int(i))) for i in idx.linear]
+    assert sorted(stored) == sorted(tiles)
+    assert np.array_equal(corpus.read_dataset(cat, ds), corpus.tiff_expected(src)[0])

@@ -129,3 +129,13 @@ def test_attributes_become_hdf5_attributes(imported):
     assert a["none"][2] == "null" and a["empty"][2] == "[]"
     assert m.resolve("/images/gzip").attributes["units"].value == "counts"
     assert m.resolve("/images").attributes["kind"].value == "images"
+
+
+def test_codec_none_copies_uncompressed_chunks(zarr_source, tmp_path):
+    cat = import_all([zarr_source], tmp_path / "s", codec="none")
+    ds = cat.load("/hier.h5").resolve("/images/uncompressed")
+    assert cat.declared_pipeline(ds).is_identity and ds.type.order == "<"
+    source = _source_chunks(zarr_source, "/images/uncompressed")
+    idx = cat.chunk_index(ds)
+    assert {idx.coords_of(int(i)): cat.store.get(idx.key(int(i))) for i in idx.linear} == source
+    assert cat.declared_pipeline(cat.load("/hier.h5").resolve("/images/gzip")).ids == (DEFLATE,)
