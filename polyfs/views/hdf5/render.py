@@ -294,9 +294,11 @@ class DomainRenderer:
         for _, b in chunks:
             offsets.append(blob.extend(b))
         sizes = np.asarray([len(b) for _, b in chunks], dtype=np.int64)
+        data = [Block(("data", ds.id), len(blob), blob.render, metadata=False)] if len(blob) else []
+        if _one_piece(ds):
+            return DatasetPlan(ds, "contiguous", (), idx, None, data)
         btree = ChunkBTree(("cbtree", ds.id), idx.grid, ds.chunks, idx.linear, sizes, ("data", ds.id),
                            np.asarray(offsets, dtype=np.int64))
-        data = [Block(("data", ds.id), len(blob), blob.render, metadata=False)] if len(blob) else []
         return DatasetPlan(ds, "chunked-converted", (), idx, btree, data)
 
     def _plan_refs(self, ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> DatasetPlan:
@@ -311,6 +313,8 @@ class DomainRenderer:
             return [Produced(self._ref_chunk(ds, pipe, idx.key(int(lin)), count, resolve)) for lin in idx.linear]
 
         data = [Block(("data", ds.id), n * size, render, metadata=False)] if n else []
+        if _one_piece(ds):
+            return DatasetPlan(ds, "contiguous", (), idx, None, data)
         return DatasetPlan(ds, "chunked-converted", (), idx, btree, data)
 
     def _ref_chunk(self, ds: Dataset, pipe: Pipeline, key: str, count: int, resolve) -> TranscodedChunk:
@@ -349,6 +353,13 @@ class DomainRenderer:
             size = 0 if ds.shape.kind == "null" else ds.shape.size * disk_itemsize(ds.type)
             msgs.append(M.layout_contiguous(("data", ds.id) if dp.data else None, size))
         return msgs
+
+
+def _one_piece(ds: Dataset) -> bool:
+    """A contiguous/compact dataset (one chunk covering the shape) whose converted
+    bytes keep a contiguous layout, as in the file it came from."""
+    return ds.layout_class in ("H5D_CONTIGUOUS", "H5D_COMPACT") and ds.shape.maxdims is None \
+        and tuple(ds.chunks) == tuple(ds.shape.dims)
 
 
 def external_file(domain: str, here: str) -> str:
