@@ -315,7 +315,10 @@ class HDF5Importer:
         try:
             if dcpl.fill_value_defined() == h5d.FILL_VALUE_USER_DEFINED and not _has_refs(source_type) \
                     and not source_type.is_vlen:
-                fill = values.element_to_json(source_type, d.fillvalue)
+                fv = d.fillvalue
+                if np.iscomplexobj(fv):  # stored as the {r, i} compound
+                    fv = (fv.real, fv.imag)
+                fill = values.element_to_json(source_type, fv)
         except (ValueError, TypeError, OSError, PolyfsError):
             fill = None
         if copy:
@@ -419,6 +422,11 @@ class HDF5Importer:
             out = np.empty(arr.shape, dtype=f"S{REF_ITEMSIZE}")
             for i, r in enumerate(arr.flat):
                 out.flat[i] = self.ref_value(r)
+            return out
+        if isinstance(base, T.VlenType) and isinstance(T.resolved(base.base), T.ReferenceType):
+            out = np.empty(arr.shape, dtype=object)  # netCDF's DIMENSION_LIST: sequences of references
+            for i, seq in enumerate(arr.flat):
+                out.flat[i] = self.to_model(np.asarray(seq), base.base)
             return out
         raise T.UnsupportedType("references inside variable-length data are not supported")
 
