@@ -160,6 +160,9 @@ def make_hdf5_corpus(dest: Path) -> list[Path]:
                          dtype=h5py.vlen_dtype("<i4"))
         f.create_dataset("complex", data=(np.arange(6) + 1j * np.arange(6)[::-1]).astype("<c16"), chunks=(4,),
                          compression="gzip")
+        cf = f.create_dataset("complex_fill", shape=(7,), dtype="<c8", chunks=(3,), compression="gzip",
+                              fillvalue=1 + 2j)
+        cf[0:2] = [3 - 1j, 0.5j]
         target = f.create_group("target_group")
         tds = f.create_dataset("target_ds", data=np.arange(3))
         f.create_dataset("refs", data=np.array([target.ref, tds.ref, h5py.Reference()], dtype=h5py.ref_dtype),

@@ -42,6 +42,7 @@ COPIED = {
     ("types", "/array_type"): (DEFLATE,),
     ("types", "/opaque"): (BLOSC,),
     ("types", "/complex"): (DEFLATE,),
+    ("types", "/complex_fill"): (DEFLATE,),
 }
 # datasets that are decoded and written with the default encoding (big-endian deflate)
 DECODED = [("filters", "/contiguous"), ("filters", "/contiguous_small"), ("filters", "/compact"),
