@@ -130,13 +130,23 @@ def views_text(ds: Dataset, p: Pipeline) -> str:
     dims = ds.shape.array_shape
     if not numeric or len(dims) < 2:
         out.append("tiff -")
-    elif any(c != 1 for c in ds.chunks[:-2]) or any(c % 16 for c in ds.chunks[-2:]):
-        out.append("tiff transcoded (chunk shape)")
-    elif len(p.filters) > 1 or (p.filters and p.filters[0].spec.tiff is None):
-        out.append("tiff transcoded (filters)")
     else:
-        out.append("tiff zero-copy")
+        out.append(_tiff_text(ds, p))
     return ", ".join(out)
+
+
+def _tiff_text(ds: Dataset, p: Pipeline) -> str:
+    try:  # the TIFF view's own rule, when the view is installed
+        from .views.tifftiles import zero_copy
+
+        return "tiff zero-copy" if zero_copy(ds, None, p) else "tiff transcoded"
+    except ImportError:  # pragma: no cover - without the TIFF view: DESIGN.md's rule
+        pass
+    if any(c != 1 for c in ds.chunks[:-2]) or any(c % 16 for c in ds.chunks[-2:]):
+        return "tiff transcoded (chunk shape)"
+    if len(p.filters) > 1 or (p.filters and p.filters[0].spec.tiff is None):
+        return "tiff transcoded (filters)"
+    return "tiff zero-copy"
 
 
 def _has_ref(t: T.DType) -> bool:
