@@ -30,7 +30,9 @@ Groups holding only hard and soft links are symbol-table groups; a group with
 an external link uses link messages (as libhdf5 itself converts such groups).
 Anything one object cannot express (an attribute over 64 KiB, a region
 reference) is left out with one log line naming the object; the rest of the
-file is unaffected.
+file is unaffected. One convention is translated: HSDS writes a dimension
+scale's ``CLASS`` attribute null-padded, H5DS (netCDF) wants it
+null-terminated (same bytes), so the view declares it null-terminated.
 """
 from __future__ import annotations
 
@@ -209,6 +211,7 @@ class DomainRenderer:
                 t = attr.type
                 if isinstance(t, T.Committed) and t.id not in self.in_file:
                     t = t.type
+                t = dimension_scale_class(name, t, attr.value)
                 if attr.shape.kind == "null":
                     data = Blob()
                 else:
@@ -353,6 +356,16 @@ class DomainRenderer:
             size = 0 if ds.shape.kind == "null" else ds.shape.size * disk_itemsize(ds.type)
             msgs.append(M.layout_contiguous(("data", ds.id) if dp.data else None, size))
         return msgs
+
+
+def dimension_scale_class(name: str, t: T.DType, value: Any) -> T.DType:
+    """HSDS (h5pyd) writes a dimension scale's ``CLASS`` as a null-padded string;
+    libhdf5's H5DS, and so netCDF, only recognise a null-terminated one (the
+    bytes are the same: "DIMENSION_SCALE" and its NUL fill the 16 bytes)."""
+    if name == "CLASS" and isinstance(t, T.StringType) and t.length is not None and t.pad == "nullpad" \
+            and value in ("DIMENSION_SCALE", ["DIMENSION_SCALE"]) and t.length > len("DIMENSION_SCALE"):
+        return T.StringType(t.length, t.charset, "nullterm")
+    return t
 
 
 def _one_piece(ds: Dataset) -> bool:
