@@ -32,6 +32,20 @@ import numpy as np
 # ---------------------------------------------------------------------------------
 
 
+def h5plugins():
+    """Import hdf5plugin with its filters registered in this process, even when
+    HDF5_PLUGIN_PATH (set for h5dump by scripts/test) makes HDF5 load them from
+    disk against another libhdf5, where blosc's callback fails."""
+    import os
+
+    import hdf5plugin
+
+    if os.environ.get("HDF5_PLUGIN_PATH") and not getattr(h5plugins, "done", False):
+        hdf5plugin.register(force=True)
+        h5plugins.done = True
+    return hdf5plugin
+
+
 def _ramp(shape, dtype, scale=1) -> np.ndarray:
     n = math.prod(shape)
     return (np.arange(n) * scale % 251).astype(dtype).reshape(shape)
@@ -40,8 +54,8 @@ def _ramp(shape, dtype, scale=1) -> np.ndarray:
 def make_hdf5_corpus(dest: Path) -> list[Path]:
     """Small HDF5 files covering everything the importer must carry over."""
     import h5py
-    import hdf5plugin
 
+    hdf5plugin = h5plugins()
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -227,8 +241,8 @@ def make_unknown_filter_hdf5(dest: Path, filter_id: int = 39999) -> Path:
     """A dataset whose pipeline names a filter no one has: written with LZ4
     (32004) and its id patched in the filter pipeline message."""
     import h5py
-    import hdf5plugin
 
+    hdf5plugin = h5plugins()
     p = Path(dest) / "unknown_filter.h5"
     with h5py.File(p, "w") as f:
         f.create_dataset("fine", data=np.arange(10))
@@ -523,7 +537,8 @@ def hdf5_snapshot(path: Path) -> dict[str, Any]:
     """Everything of an HDF5 file, through h5py."""
     import h5py
     from h5py import h5o
-    import hdf5plugin  # noqa: F401
+
+    h5plugins()
 
     with h5py.File(path, "r") as f:
         objs = {}

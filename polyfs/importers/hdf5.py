@@ -15,6 +15,7 @@ cannot decode fails with a SourceError naming the file, dataset and filter.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,30 @@ def is_hdf5(path: Path) -> bool:
 
 
 # -- types ------------------------------------------------------------------------
+_PLUGINS_REGISTERED = False
+
+
 def _h5():
+    """h5py, with hdf5plugin's filters registered in this process.
+
+    ``import hdf5plugin`` skips filters HDF5 already finds, and with
+    ``HDF5_PLUGIN_PATH`` set (for h5dump and friends) HDF5 finds hdf5plugin's
+    shared objects and loads them against another libhdf5: their callbacks
+    then fail ("error during user callback"). Registering with ``force``
+    installs the in-process copies instead.
+    """
+    global _PLUGINS_REGISTERED
     import h5py
 
-    try:  # registers the blosc/zstd/lz4/... filters HDF5 may need to decode
-        import hdf5plugin  # noqa: F401
-    except ImportError:  # pragma: no cover
-        pass
+    if not _PLUGINS_REGISTERED:
+        try:
+            import hdf5plugin
+
+            if os.environ.get("HDF5_PLUGIN_PATH"):
+                hdf5plugin.register(force=True)
+        except ImportError:  # pragma: no cover - filters outside the table then need HDF5's own
+            pass
+        _PLUGINS_REGISTERED = True
     return h5py
 
 

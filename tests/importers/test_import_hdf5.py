@@ -3,7 +3,6 @@ chunks of table codecs are the source file's bytes (h5py's read_direct_chunk).""
 from __future__ import annotations
 
 import h5py
-import hdf5plugin  # noqa: F401  (decoding zstd/blosc/lz4 in the source files)
 import numpy as np
 import pytest
 
