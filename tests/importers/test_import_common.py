@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from import_helpers import import_all
+from .import_helpers import import_all
 from polyfs.cli import main
 from polyfs.codecs.registry import BLOSC, BZIP2, DEFLATE, SHUFFLE, ZSTD
 from polyfs.errors import AlreadyExists, SourceError

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import corpus
-from import_helpers import listing
+from .import_helpers import listing
 from polyfs.cli import main
 from polyfs.importers import import_source
 from polyfs.store.local import LocalStore

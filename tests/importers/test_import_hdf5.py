@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import corpus
-from import_helpers import import_all
+from .import_helpers import import_all
 from polyfs.codecs.registry import BLOSC, BZIP2, DEFLATE, FLETCHER32, SHUFFLE, ZSTD
 from polyfs.importers import import_source
 from polyfs.model import types as T

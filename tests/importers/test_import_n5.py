@@ -11,7 +11,7 @@ import pytest
 import z5py
 
 import corpus
-from import_helpers import import_all
+from .import_helpers import import_all
 from polyfs.codecs.pipeline import gzip_member_bounds
 from polyfs.codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
 from polyfs.model.catalog import Catalog

@@ -9,7 +9,7 @@ import pytest
 import tifffile
 
 import corpus
-from import_helpers import import_all
+from .import_helpers import import_all
 from polyfs.codecs.registry import DEFLATE, ZSTD
 from polyfs.model.catalog import Catalog
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import corpus
-from import_helpers import import_all
+from .import_helpers import import_all
 from polyfs.codecs.pipeline import gzip_member_bounds
 from polyfs.codecs.registry import BLOSC, DEFLATE, ZSTD
 from polyfs.model.catalog import Catalog
