@@ -49,10 +49,10 @@ def detect_kind(source: Path) -> str:
     from .tiff import is_tiff_header
     from .hdf5 import is_hdf5
 
+    if is_hdf5(source):  # first: a polyglot file (TIFF header, HDF5 after a user block) is richer as HDF5
+        return "hdf5"
     if is_tiff_header(head):
         return "tiff"
-    if is_hdf5(source):
-        return "hdf5"
     if not head:
         raise SourceError(source, "empty file")
     raise SourceError(source, "not an HDF5 or TIFF file (unrecognised signature)")

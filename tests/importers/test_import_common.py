@@ -199,3 +199,22 @@ def test_chunk_sink_inline_and_threaded_store_the_same(tmp_path):
                         len(cat.crc_table(ds))))
     assert results[0] == results[1]
     assert results[0][0] == 7 * 5 - 2 * 5 and results[0][2] == results[0][0]
+
+
+def test_polyglot_file_is_imported_as_hdf5(tmp_path):
+    """A TIFF header at 0 and an HDF5 superblock after a 512-byte user block."""
+    import h5py
+    import tifffile
+
+    tif = tmp_path / "t.tif"
+    tifffile.imwrite(tif, np.zeros((4, 4), "u1"))
+    head = tif.read_bytes()
+    assert len(head) <= 512
+    p = tmp_path / "both.h5"
+    with h5py.File(p, "w", userblock_size=512) as f:
+        f["x"] = np.arange(5)
+    with open(p, "r+b") as fh:
+        fh.write(head)
+    assert detect_kind(p) == "hdf5"
+    cat = import_all([p], tmp_path / "s")
+    assert list(cat.load("/both.h5").root.links) == ["x"]
