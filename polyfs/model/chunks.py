@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from .keys import chunk_name, parse_chunk_name
+from .keys import chunk_name
 
 CRC_DTYPE = np.dtype([("linear", "<i8"), ("adler", "<u4"), ("crc", "<u4")])
 
@@ -39,19 +40,14 @@ class ChunkIndex:
                      names_sizes: Iterable[tuple[str, int]]) -> "ChunkIndex":
         grid = storage_grid(grid)
         rank = len(grid)
-        lin: list[int] = []
-        sz: list[int] = []
-        strides = [math.prod(grid[i + 1:]) for i in range(rank)]
-        for name, size in names_sizes:
-            coords = parse_chunk_name(name)
-            if coords is None or len(coords) != rank:
-                continue
-            if any(c >= g for c, g in zip(coords, grid)):
-                continue  # beyond the current extent
-            lin.append(sum(c * s for c, s in zip(coords, strides)))
-            sz.append(size)
-        linear = np.asarray(lin, dtype=np.int64)
-        sizes = np.asarray(sz, dtype=np.int64)
+        pairs = names_sizes if isinstance(names_sizes, list) else list(names_sizes)
+        names = [n for n, _ in pairs]
+        coords, keep = _parse_names(names, rank)
+        sizes = np.fromiter((s for _, s in pairs), dtype=np.int64, count=len(pairs))[keep]
+        inside = (coords < np.asarray(grid, dtype=np.int64)).all(axis=1)  # beyond the current extent: ignored
+        coords, sizes = coords[inside], sizes[inside]
+        strides = np.asarray([math.prod(grid[i + 1:]) for i in range(rank)], dtype=np.int64)
+        linear = coords @ strides if len(coords) else np.zeros(0, dtype=np.int64)
         order = np.argsort(linear, kind="stable")
         return cls(dataset_id, prefix, grid, linear[order], sizes[order])
 
@@ -96,6 +92,42 @@ class ChunkIndex:
 
     def first(self) -> int | None:
         return int(self.linear[0]) if self.linear.size else None
+
+
+def _parse_names(names: list[str], rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grid coordinates ``(n, rank)`` of the chunk names among ``names``, and which they are.
+
+    One regular-expression pass over all names finds the few that are not
+    chunk names of this rank (``.dataset.json``, stray objects); the digits
+    are converted in one numpy call, so a million names cost well under a
+    second (no Python object per chunk).
+    """
+    n = len(names)
+    if n == 0:
+        return np.zeros((0, rank), dtype=np.int64), np.zeros(0, dtype=bool)
+    text = "\n".join(names)
+    bad = _BAD_LINE[rank] if rank in _BAD_LINE else _BAD_LINE.setdefault(
+        rank, re.compile(r"^(?!\d+" + r"(?:_\d+)" * (rank - 1) + r"$)", re.M))
+    keep = np.ones(n, dtype=bool)
+    starts = [m.start() for m in bad.finditer(text)]
+    if starts:
+        line_starts = np.zeros(n, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, names[:-1]), dtype=np.int64, count=n - 1) + 1, out=line_starts[1:])
+        bad_rows = np.searchsorted(line_starts, np.asarray(starts, dtype=np.int64))
+        keep[bad_rows] = False
+        good = list(names)
+        for i in sorted(bad_rows.tolist(), reverse=True):
+            del good[i]
+        text = "\n".join(good)
+    count = int(keep.sum())
+    if count == 0:
+        return np.zeros((0, rank), dtype=np.int64), keep
+    flat = np.array(text.replace("_", "\n").split("\n"), dtype=np.int64) if count < 64 else \
+        np.fromstring(text.replace("_", " ").replace("\n", " "), dtype=np.int64, sep=" ")
+    return flat.reshape(count, rank), keep
+
+
+_BAD_LINE: dict[int, "re.Pattern[str]"] = {}
 
 
 @dataclass
