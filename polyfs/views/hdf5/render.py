@@ -236,7 +236,7 @@ class DomainRenderer:
                 catalog.chunk_index(ds)
                 catalog.pipeline(ds)
 
-        if len(order) > 1:
+        if len(order) > 1 and _remote(catalog.store):  # local listings are CPU-bound: threads only slow them
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(prefetch, order))
         for ds in order:
@@ -366,6 +366,10 @@ def dimension_scale_class(name: str, t: T.DType, value: Any) -> T.DType:
             and value in ("DIMENSION_SCALE", ["DIMENSION_SCALE"]) and t.length > len("DIMENSION_SCALE"):
         return T.StringType(t.length, t.charset, "nullterm")
     return t
+
+
+def _remote(store: Any) -> bool:
+    return not str(getattr(store, "url", "")).startswith(("file://", "memory://"))
 
 
 def _one_piece(ds: Dataset) -> bool:
