@@ -114,6 +114,7 @@ class FilePlan:
     blocks: list[Block] = field(default_factory=list)
     _addr: dict[AddrKey, int] = field(default_factory=dict)
     end: int = 0  # relative end of the last block
+    eof: int | None = None  # the superblock's end of file, if not ``end`` (data placed by a caller)
 
     def add(self, block: Block) -> Block:
         self.blocks.append(block)

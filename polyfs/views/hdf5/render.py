@@ -97,7 +97,8 @@ class DatasetPlan:
 
 def superblock(plan: FilePlan, root_key: Any) -> Block:
     def render(resolve) -> bytes:
-        head = SUPERBLOCK_V0.pack(base_address=plan.base, eof_address=plan.base + plan.end)
+        end = plan.end if plan.eof is None else plan.eof
+        head = SUPERBLOCK_V0.pack(base_address=plan.base, eof_address=plan.base + end)
         entry = SYMBOL_TABLE_ENTRY.pack(name_offset=0, header_address=resolve(root_key), cache_type=CACHE_NONE)
         return head + entry
 
@@ -107,9 +108,11 @@ def superblock(plan: FilePlan, root_key: Any) -> Block:
 class DomainRenderer:
     """Plans one domain's file (``build``) from its model and chunk sizes."""
 
-    def __init__(self, model: DomainModel, ctx: Any, base: int = USER_BLOCK) -> None:
+    def __init__(self, model: DomainModel, ctx: Any, base: int = USER_BLOCK,
+                 placed: dict[str, tuple[np.ndarray, Pipeline]] | None = None) -> None:
         self.model = model
         self.ctx = ctx
+        self.placed = placed or {}  # dataset id -> (chunks, pipeline) whose bytes the caller places
         self.plan = FilePlan(base)
         self.token = uuid.uuid4().hex  # names this rendering in producer cache keys
         self.objects: list[tuple[str, Any]] = []  # (path, object) in file order
@@ -147,6 +150,11 @@ class DomainRenderer:
 
     # -- build ----------------------------------------------------------------------------
     def build(self) -> HDF5File:
+        p = self.layout()
+        return HDF5File(VFile(p.render()), p, self.datasets)
+
+    def layout(self) -> FilePlan:
+        """Every block planned and placed (rendering is left to the caller)."""
         self._collect()
         refcounts = self._refcounts()
         self._plan_datasets()
@@ -174,7 +182,7 @@ class DomainRenderer:
         for dp in self.datasets.values():
             p.extend(dp.data)
         p.assign()
-        return HDF5File(VFile(p.render()), p, self.datasets)
+        return p
 
     # -- groups -----------------------------------------------------------------------------
     def _group_messages(self, g: Group, path: str, out: list[Block]) -> list[M.Message]:
@@ -229,6 +237,10 @@ class DomainRenderer:
     # -- datasets -----------------------------------------------------------------------------
     def _plan_datasets(self) -> None:
         order = [obj for _, obj in self.objects if isinstance(obj, Dataset)]
+        if self.placed:
+            for ds in order:
+                self.datasets[ds.id] = self._plan_placed(ds, *self.placed[ds.id])
+            return
         catalog = self.ctx.catalog
 
         def prefetch(ds: Dataset) -> None:
@@ -270,6 +282,16 @@ class DomainRenderer:
                            run.item_offsets())
         data = [Block(("data", ds.id), run.length, lambda r, run=run: [run], metadata=False)] if len(idx) else []
         return DatasetPlan(ds, "chunked-stored", tuple(pipe.filters), idx, btree, data)
+
+    def _plan_placed(self, ds: Dataset, linear: np.ndarray, pipe: Pipeline) -> DatasetPlan:
+        """Chunks at addresses the caller chooses later (polyglot files): only the B-tree is planned."""
+        if ds.shape.kind != "simple" or not same_bytes(ds.type):
+            raise UnsupportedType(f"dataset {ds.id}: only chunked datasets of fixed-size types without "
+                                  f"references can have caller-placed chunks")
+        n = len(linear)
+        btree = ChunkBTree(("cbtree", ds.id), ds.grid, ds.chunks, np.asarray(linear, np.int64),
+                           np.ones(n, np.int64), None, np.zeros(n, np.int64))
+        return DatasetPlan(ds, "chunked-stored", tuple(pipe.filters), None, btree, [])
 
     def _plan_scalar(self, ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> DatasetPlan:
         size = disk_itemsize(ds.type)
