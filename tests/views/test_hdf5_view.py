@@ -578,3 +578,28 @@ def test_root_listing_places_the_file(tmp_path):
         assert f["x"][()].tolist() == [0, 1, 2, 3]
     assert math.isclose(leaf.mtime, ctx.catalog.load("/lab/a/scan.h5").domain.last_modified, abs_tol=1)
     assert zlib.crc32(data) == zlib.crc32(read_node(leaf, reader))  # deterministic
+
+
+def test_gdal_reads_the_view(rich, tmp_path):
+    """GDAL 3.6 (HDF5 1.10): subdatasets listed; checksums equal those of an h5py-written reference."""
+    import shutil
+
+    if not shutil.which("gdalinfo"):
+        pytest.skip("gdalinfo is not installed")
+    _, _, _, exp, path, _ = rich
+    ref = tmp_path / "reference.h5"
+    names = ["/deflate_be", "/blosc", "/zstd_edge", "/contig"]
+    with h5py.File(ref, "w") as f:
+        for name in names:
+            f.create_dataset(name, data=exp["data"][name])
+
+    def checksum(file: Path, name: str) -> int:
+        out = subprocess.run(["gdalinfo", "-checksum", f'HDF5:"{file}":/{name}'], capture_output=True, text=True,
+                             env=PLUGIN_ENV)
+        assert out.returncode == 0, out.stderr
+        return int(re.search(r"Checksum=(\d+)", out.stdout).group(1))
+
+    info = subprocess.run(["gdalinfo", str(path)], capture_output=True, text=True, env=PLUGIN_ENV).stdout
+    assert all(f'HDF5:"{path}"://{n[1:]}' in info for n in names)
+    sums = [checksum(path, name) for name in names]
+    assert sums == [checksum(ref, name) for name in names] and all(sums)
