@@ -1,0 +1,385 @@
+"""HDF5 semantics in JSON-attribute formats, per the hdmf-zarr conventions.
+
+Zarr and N5 have no links, object references, committed types or
+dimension scales; hdmf-zarr (seed ``001``) fixed a spelling for the first
+two, which polyfs follows so NWB tools read the view:
+
+- **Attributes** become JSON values: numbers, ``true``/``false`` for bool
+  enums, text for strings (fixed-length ones without their padding), a dict
+  per compound element (field name -> value), nested lists for arrays,
+  base64 text for opaque data. Non-finite floats are written as the strings
+  ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (Zarr v3's rule for fill
+  values; strict JSON, which tensorstore requires).
+- **Object references** are ``{"source": ".", "path": "/a/b"}`` (the path is
+  the target's canonical path in the view; a null or dangling reference is
+  ``null``). An attribute holding references is wrapped as
+  ``{"zarr_dtype": "object", "value": ...}``; a dataset of references is a
+  ``string`` array whose elements are that dict as JSON text, with the
+  dataset attribute ``zarr_dtype: "object"``.
+- **Links** that are not the canonical edge to their target (soft and
+  external links, extra hard links; see ``DomainModel.aliases``) are listed
+  in the group's ``zarr_link`` attribute: ``{"name", "source", "path"}``
+  plus ``"h5_link"`` (``soft``/``hard``/``external``, which hdmf-zarr
+  ignores) so a write back can restore the HDF5 link kind. ``source`` is
+  ``"."`` inside the domain; for an external link it is the relative path
+  from this domain's view root to the target domain's view root (e.g.
+  ``../other.zarr``), which resolves inside the mount.
+- **Dimension scales** (``CLASS=DIMENSION_SCALE``, ``NAME``,
+  ``DIMENSION_LIST``) give Zarr ``dimension_names``; the attributes
+  themselves are kept (references mapped as above).
+
+The Zarr v3 data type of each HDF5 type (what zarr-python 3.1 reads) is
+decided here too (:func:`zarr_type`), with its fill value encoding.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import posixpath
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import PolyfsError, UnsupportedType
+from ..model import values
+from ..model.schema import Attribute, Dataset, Group, Link
+from ..model.tree import DomainModel
+from ..model.types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType,
+                           ReferenceType, StringType, VlenType, resolved)
+from .root import domain_stem
+
+log = logging.getLogger(__name__)
+
+ZARR_LINK = "zarr_link"
+ZARR_DTYPE = "zarr_dtype"
+RESERVED = (ZARR_LINK, ZARR_DTYPE)
+NETCDF_DIM_ONLY = "This is a netCDF dimension but not a netCDF variable"
+
+
+# -- JSON ---------------------------------------------------------------------------
+def json_float(x: float) -> float | str:
+    """A float as Zarr v3 JSON: non-finite values as strings."""
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def json_safe(obj: Any) -> Any:
+    """Strict JSON (no NaN/Infinity literals) of a JSON-like value."""
+    if isinstance(obj, float):
+        return json_float(obj)
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return json_safe(obj.item())
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    return obj
+
+
+def dumps(obj: Any) -> bytes:
+    """The bytes of a metadata document (strict JSON, UTF-8, indented)."""
+    return (json.dumps(json_safe(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+# -- references -----------------------------------------------------------------------
+def ref_json(obj_id: str | None, paths: Mapping[str, str]) -> dict | None:
+    """hdmf-zarr's reference dict for an object id (None if null or dangling)."""
+    if not obj_id or obj_id not in paths:
+        return None
+    return {"source": ".", "path": paths[obj_id]}
+
+
+def has_reference(t: DType) -> bool:
+    t = resolved(t)
+    if isinstance(t, ReferenceType):
+        return True
+    if isinstance(t, CompoundType):
+        return any(has_reference(ft) for _, ft in t.fields)
+    if isinstance(t, (ArrayType, VlenType)):
+        return has_reference(t.base)
+    return False
+
+
+# -- attribute values -------------------------------------------------------------------
+def element_json(t: DType, x: Any, paths: Mapping[str, str]) -> Any:
+    """One element (as numpy holds it for ``t.numpy()``) as JSON."""
+    t = resolved(t)
+    if isinstance(t, EnumType):
+        return bool(x) if t.is_bool else int(x)
+    if isinstance(t, IntType):
+        return int(x)
+    if isinstance(t, FloatType):
+        return json_float(x)
+    if isinstance(t, StringType):
+        return values.element_to_json(t, x)
+    if isinstance(t, ReferenceType):
+        if t.kind != "object":
+            return values.element_to_json(t, x)  # region references: HSDS's text, unmapped
+        return ref_json(values.ref_from_json(x), paths)
+    if isinstance(t, CompoundType):
+        return {name: element_json(ft, x[i], paths) for i, (name, ft) in enumerate(t.fields)}
+    if isinstance(t, ArrayType):
+        arr = np.asarray(x)
+        return _nest(arr, arr.ndim, lambda e: element_json(t.base, e, paths))
+    if isinstance(t, VlenType):
+        return [element_json(t.base, e, paths) for e in np.asarray(x, dtype=object).reshape(-1)]
+    if isinstance(t, OpaqueType):
+        return base64.b64encode(bytes(x)).decode("ascii")
+    raise UnsupportedType(f"no JSON form for type {t}")
+
+
+def _nest(arr: np.ndarray, depth: int, fn) -> Any:
+    if depth == 0:
+        return fn(arr[()] if isinstance(arr, np.ndarray) and arr.ndim == 0 else arr)
+    return [_nest(arr[i], depth - 1, fn) for i in range(arr.shape[0])]
+
+
+def attribute_json(attr: Attribute, paths: Mapping[str, str]) -> Any:
+    """An HDF5 attribute's value as JSON (references in hdmf-zarr's wrapper)."""
+    if attr.shape.kind == "null":
+        return None
+    arr = values.to_numpy(attr.type, attr.shape, attr.value)
+    value = _nest(arr, attr.shape.rank if attr.shape.kind == "simple" else 0,
+                  lambda e: element_json(attr.type, e, paths))
+    if has_reference(attr.type) and not isinstance(resolved(attr.type), CompoundType):
+        return {ZARR_DTYPE: "object", "value": value}
+    return value
+
+
+def attributes_json(obj: Group | Dataset, paths: Mapping[str, str], where: str,
+                    skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """All attributes of an object as one JSON object (a bad one is logged and left out)."""
+    out: dict[str, Any] = {}
+    for name, attr in obj.attributes.items():
+        if name in skip:
+            log.warning("%s: attribute %r hides a reserved name; left out of the view", where, name)
+            continue
+        try:
+            out[name] = attribute_json(attr, paths)
+        except (PolyfsError, ValueError, TypeError) as exc:
+            log.warning("%s: attribute %r cannot be shown (%s)", where, name, exc)
+    return out
+
+
+# -- links -----------------------------------------------------------------------------
+def view_root(domain_path: str, suffix: str) -> str:
+    """A domain's directory in a view, as an absolute path below the view directory."""
+    parts = domain_stem(domain_path)
+    if parts:
+        parts[-1] += suffix
+    return "/" + "/".join(parts)
+
+
+def external_source(domain_path: str, target_domain: str, suffix: str) -> str:
+    """Relative path from this domain's view root to another domain's (HDF5 external
+    link file names that are not absolute are relative to the linking file's folder)."""
+    here = view_root(domain_path, suffix)
+    target = target_domain if target_domain.startswith("/") else \
+        posixpath.join(posixpath.dirname(domain_path), target_domain)
+    target = posixpath.normpath(target)
+    return posixpath.relpath(view_root(target, suffix), here)
+
+
+def _link_path(group_path: str, h5path: str) -> str:
+    if h5path.startswith("/"):
+        return posixpath.normpath(h5path)
+    return posixpath.normpath(posixpath.join(group_path, h5path))
+
+
+def links_json(model: DomainModel, group_path: str, links: list[Link], paths: Mapping[str, str],
+               suffix: str) -> list[dict[str, Any]]:
+    """The ``zarr_link`` records of one group's non-canonical links."""
+    out: list[dict[str, Any]] = []
+    for link in links:
+        if link.kind == "soft":
+            out.append({"name": link.name, "source": ".", "path": _link_path(group_path, link.h5path or ""),
+                        "h5_link": "soft"})
+        elif link.kind == "external":
+            out.append({"name": link.name, "source": external_source(model.path, link.domain or "", suffix),
+                        "path": _link_path("/", link.h5path or "/"), "h5_link": "external"})
+        else:
+            target = paths.get(link.id or "")
+            if target is None or (link.id or "") in model.datatypes:
+                continue  # dangling, or a committed type (not shown in these views)
+            out.append({"name": link.name, "source": ".", "path": target, "h5_link": "hard"})
+    return out
+
+
+# -- dimension scales ---------------------------------------------------------------------
+def _text_attr(obj: Any, name: str) -> str | None:
+    attr = obj.attributes.get(name)
+    if attr is None:
+        return None
+    try:
+        v = attribute_json(attr, {})
+    except (PolyfsError, ValueError, TypeError):
+        return None
+    if isinstance(v, list) and len(v) == 1:
+        v = v[0]
+    return v if isinstance(v, str) else None
+
+
+def scale_name(obj: Dataset, path: str) -> str:
+    """A dimension scale's dimension name: its NAME, else its link name."""
+    name = _text_attr(obj, "NAME")
+    if name and not name.startswith(NETCDF_DIM_ONLY):
+        return name
+    return posixpath.basename(path)
+
+
+def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[str, str]) -> list[str | None] | None:
+    """Zarr ``dimension_names`` from HDF5 dimension scales (None when there are none)."""
+    rank = ds.shape.rank if ds.shape.kind == "simple" else 0
+    if rank == 0:
+        return None
+    if _text_attr(ds, "CLASS") == "DIMENSION_SCALE":
+        return [scale_name(ds, path)] + [None] * (rank - 1) if rank == 1 else None
+    attr = ds.attributes.get("DIMENSION_LIST")
+    if attr is None:
+        return None
+    try:
+        arr = values.to_numpy(attr.type, attr.shape, attr.value)
+    except (PolyfsError, ValueError, TypeError):
+        return None
+    names: list[str | None] = []
+    for i in range(rank):
+        name = None
+        if i < arr.size:
+            for ref in np.asarray(arr.reshape(-1)[i], dtype=object).reshape(-1):
+                target_id = values.ref_from_json(ref)
+                target = model.datasets.get(target_id or "")
+                if target is not None and target_id in paths:
+                    name = scale_name(target, paths[target_id])
+                    break
+        names.append(name)
+    return names if any(n is not None for n in names) else None
+
+
+# -- Zarr v3 data types -------------------------------------------------------------------
+@dataclass(frozen=True)
+class ZarrType:
+    """How a dataset's elements look in Zarr v3 (zarr-python 3.1 spellings).
+
+    ``kind``: ``fixed`` (chunk bytes are the array bytes), ``vlen`` (HSDS
+    variable-length strings, served through the ``vlen-utf8`` codec) or
+    ``reference`` (object references, served as JSON text in ``string``).
+    ``inner`` are trailing dimensions an HDF5 array type adds to the shape;
+    ``stored``/``served`` are the numpy element layouts of the stored bytes
+    and of what Zarr decodes (they differ only for structured types with
+    big-endian fields: Zarr structured fields are little-endian).
+    """
+
+    data_type: Any
+    kind: str
+    endian: str | None  # "little"/"big" for the bytes codec, None if not a multi-byte scalar
+    inner: tuple[int, ...] = ()
+    stored: np.dtype | None = None
+    served: np.dtype | None = None
+
+    @property
+    def needs_swap(self) -> bool:
+        return self.stored is not None and self.served is not None and self.stored != self.served
+
+
+def _numeric_name(t: DType) -> str | None:
+    t = resolved(t)
+    if isinstance(t, EnumType):
+        return "bool" if t.is_bool else _numeric_name(t.base)
+    if isinstance(t, IntType):
+        return f"{'int' if t.signed else 'uint'}{8 * t.size}"
+    if isinstance(t, FloatType):
+        return f"float{8 * t.size}"
+    return None
+
+
+def _endian(t: DType) -> str | None:
+    order = resolved(t).order
+    return {"<": "little", ">": "big"}.get(order)
+
+
+def _field_type(t: DType) -> tuple[Any, np.dtype]:
+    """A structured field's Zarr JSON and its little-endian numpy layout."""
+    t = resolved(t)
+    name = _numeric_name(t)
+    if name is not None:
+        dt = np.dtype(bool) if name == "bool" else t.numpy().newbyteorder("<")
+        return name, dt
+    if isinstance(t, StringType) and t.length is not None:
+        return {"name": "null_terminated_bytes", "configuration": {"length_bytes": t.length}}, t.numpy()
+    if isinstance(t, OpaqueType):
+        return {"name": "raw_bytes", "configuration": {"length_bytes": t.size}}, t.numpy()
+    if isinstance(t, CompoundType):
+        fields = [(n, _field_type(ft)) for n, ft in t.fields]
+        return ({"name": "structured", "configuration": {"fields": [[n, j] for n, (j, _) in fields]}},
+                np.dtype([(n, dt) for n, (_, dt) in fields]))
+    raise UnsupportedType(f"compound field type {type(t).__name__} has no Zarr structured form")
+
+
+def zarr_type(t: DType) -> ZarrType:
+    """The Zarr v3 form of an HDF5 dataset type; UnsupportedType if there is none."""
+    t = resolved(t)
+    inner: tuple[int, ...] = ()
+    if isinstance(t, ArrayType) and not t.is_vlen:
+        inner, t = tuple(t.dims), resolved(t.base)
+        if isinstance(t, ArrayType):
+            raise UnsupportedType("nested array types have no Zarr form")
+    name = _numeric_name(t)
+    if name is not None:
+        size = t.numpy().itemsize
+        return ZarrType(name, "fixed", _endian(t) if size > 1 else None, inner)
+    if isinstance(t, StringType):
+        if t.length is None:
+            if inner:
+                raise UnsupportedType("arrays of variable-length strings have no Zarr form")
+            return ZarrType("string", "vlen", None)
+        return ZarrType({"name": "null_terminated_bytes", "configuration": {"length_bytes": t.length}},
+                        "fixed", None, inner)
+    if isinstance(t, OpaqueType):
+        return ZarrType({"name": "raw_bytes", "configuration": {"length_bytes": t.size}}, "fixed", None, inner)
+    if isinstance(t, ReferenceType):
+        if t.kind != "object" or inner:
+            raise UnsupportedType("region references have no Zarr form")
+        return ZarrType("string", "reference", None)
+    if isinstance(t, CompoundType):
+        if t.is_vlen or has_reference(t):
+            raise UnsupportedType("compound types with variable-length or reference fields have no Zarr form")
+        data_type, served = _field_type(t)
+        return ZarrType(data_type, "fixed", None, inner, t.numpy(), served)
+    raise UnsupportedType(f"{type(t).__name__} datasets have no Zarr form")
+
+
+def zarr_fill(zt: ZarrType, t: DType, fill_json: Any) -> Any:
+    """The Zarr v3 ``fill_value`` for a dataset's fill value (JSON as HSDS stores it)."""
+    if zt.kind == "reference":
+        return ""
+    if zt.kind == "vlen":
+        if fill_json is None:
+            return ""
+        v = values.element_from_json(t, fill_json)
+        return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+    arr = values.fill_array(t, fill_json, ())
+    if zt.inner:
+        arr = np.asarray(arr).reshape(-1)
+        if arr.size and np.any(arr != arr[0]):
+            log.warning("array-type fill value %s is not uniform; its first element is used", fill_json)
+        arr = arr[0] if arr.size else np.zeros((), dtype=arr.dtype)
+    x = np.asarray(arr)[()]
+    if zt.data_type == "bool":
+        return bool(x)
+    if isinstance(zt.data_type, str) and zt.data_type.startswith(("int", "uint")):
+        return int(x)
+    if isinstance(zt.data_type, str) and zt.data_type.startswith("float"):
+        return json_float(float(x))
+    # bytes-like types: base64 of the served element bytes
+    served = zt.served if zt.served is not None else np.asarray(arr).dtype
+    raw = np.asarray(arr).astype(served).tobytes() if zt.served is not None else np.asarray(arr).tobytes()
+    return base64.standard_b64encode(raw).decode("ascii")

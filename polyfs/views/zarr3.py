@@ -1,0 +1,455 @@
+"""The Zarr v3 view: ``MNT/zarr/<stem>.zarr/``, one hierarchy per domain.
+
+Every HDF5 group is a Zarr group and every dataset a Zarr array, each with
+its ``zarr.json`` (attributes, links and references per hdmf.py). Chunk
+bytes are served as stored wherever a Zarr codec chain expresses the
+stored encoding (chunkserve.py has the recipes):
+
+- inner codecs = ``bytes`` (the stored byte order) then one codec per HDF5
+  filter from the translation table (``CodecSpec.zarr``): ``gzip`` (a gzip
+  member spliced from the stored zlib stream), ``zstd``, ``blosc``,
+  ``numcodecs.shuffle``, ``numcodecs.fletcher32``, ``numcodecs.bz2``
+  (the ``numcodecs.*`` ones are read by zarr-python only).
+- **transcoded** (to the plain ``bytes`` codec, whose size is known from the
+  shape): chunks whose deflate is followed by another filter (fletcher32
+  over a zlib stream cannot be spliced), and structured types with
+  big-endian fields (zarr-python reads structured fields little-endian).
+- variable-length strings use ``vlen-utf8``, whose encoding is HSDS's
+  (int32-LE length + bytes per element) behind a uint32 element count: the
+  count is served as a literal before the stored chunk, as its own gzip
+  member / zstd frame / bzip2 stream before a compressed one (gzip, zstd and
+  bz2 decoders read concatenated members as one stream). Other encodings
+  (HSDS Blosc frames) are transcoded, and object references become JSON
+  text; those outputs are measured once when their file is first sized
+  (the one case where sizing reads chunk data).
+
+**Sharding** (default; ``ViewOptions.zarr_sharded``): each array is
+``sharding_indexed`` with the stored chunk as inner chunk and the index at
+the end (``bytes`` little-endian + ``crc32c``); a missing inner chunk is
+``2^64-1`` twice, a shard with no chunk is no file. Shard files are the
+inner chunks in C order of the shard's chunk grid, then the index, all
+computed from chunk sizes.
+
+Shard shape rule (:func:`shard_factors`): start from one chunk; repeatedly
+double (capped at the array's chunk-grid extent) the number of chunks along
+the dimension whose shard extent in elements is smallest (ties: the last
+dimension), as long as the shard then holds at most
+``ViewOptions.shard_max_chunks`` chunks; stop when no dimension can grow.
+The shard is therefore roughly cubic in elements, never larger than
+``shard_max_chunks`` chunks, and covers the whole array when that fits.
+``ViewOptions.shard_shape[<dataset path>]`` (chunks per shard along each
+dimension) overrides the rule for one dataset.
+
+**Unsharded** (``zarr_sharded=False``): one file per stored chunk at
+``c/i/j/k`` with the codec chain directly. Scalar datasets are always
+unsharded (their one chunk is the file ``c``).
+
+Trailing dimensions of HDF5 array types (``H5T_ARRAY``) become extra array
+dimensions (one chunk deep); their bytes are identical. Not shown: committed
+datatypes, null dataspaces, region references, variable-length sequences and
+compounds holding variable-length or reference fields (logged).
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
+
+import crc32c
+import numpy as np
+
+from ..binfmt import Layout
+from ..codecs.pipeline import Pipeline
+from ..codecs.registry import BZIP2, DEFLATE, ZSTD
+from ..errors import PolyfsError, UnsupportedType
+from ..model import values
+from ..model.schema import Dataset, Group
+from ..model.tree import DomainModel, Entry
+from ..model.types import resolved
+from ..vfile import Literal, VFile
+from . import chunkserve as cs
+from . import hdmf
+from .base import DirNode, FileNode, Node, ViewContext, literal_file
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".zarr"
+KIND = "dir"
+META = "zarr.json"
+CHUNK_DIR = "c"
+MISSING = 2 ** 64 - 1
+INDEX_ENTRY = np.dtype([("offset", "<u8"), ("nbytes", "<u8")])  # sharding_indexed, bytes little
+INDEX_CRC = Layout.of("shard index crc32c", [("crc", "I")], "<")
+VLEN_COUNT = Layout.of("vlen-utf8 element count", [("count", "I")], "<")
+INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+
+
+# -- geometry ------------------------------------------------------------------------
+def shard_factors(grid: tuple[int, ...], chunks: tuple[int, ...], max_chunks: int) -> tuple[int, ...]:
+    """Chunks per shard along each dimension (the rule in the module docstring)."""
+    k = [1] * len(grid)
+    max_chunks = max(1, int(max_chunks))
+    while True:
+        best, best_ext = None, None
+        total = math.prod(k)
+        for d in reversed(range(len(grid))):
+            if k[d] >= grid[d]:
+                continue
+            grown = min(2 * k[d], grid[d])
+            if total // k[d] * grown > max_chunks:
+                continue
+            ext = k[d] * chunks[d]
+            if best_ext is None or ext < best_ext:
+                best, best_ext = d, ext
+        if best is None:
+            return tuple(k)
+        k[best] = min(2 * k[best], grid[best])
+
+
+def shard_index_bytes(nentries: int, positions: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
+    """The encoded shard index: (offset, nbytes) per inner chunk, C order, then its CRC32C."""
+    table = np.full(nentries, MISSING, dtype=INDEX_ENTRY)
+    table["offset"][positions] = offsets
+    table["nbytes"][positions] = lengths
+    raw = table.tobytes()
+    return raw + INDEX_CRC.pack(crc=crc32c.crc32c(raw))
+
+
+def coord_name(coords: Any) -> str:
+    return "/".join(str(int(c)) for c in coords)
+
+
+# -- codecs and recipes -----------------------------------------------------------------
+def vlen_count(n: int) -> bytes:
+    return VLEN_COUNT.pack(count=n)
+
+
+def vlen_utf8(items: list[bytes]) -> bytes:
+    """numcodecs' vlen-utf8 encoding of a chunk's elements."""
+    out = bytearray(vlen_count(len(items)))
+    for b in items:
+        out += VLEN_COUNT.pack(count=len(b))
+        out += b
+    return bytes(out)
+
+
+def filter_codecs(pipe: Pipeline) -> list[dict]:
+    return [f.spec.zarr(f, pipe.itemsize) for f in pipe.filters]
+
+
+def plain_bytes_codec(zt: hdmf.ZarrType) -> dict:
+    if zt.kind in ("vlen", "reference"):
+        return {"name": "vlen-utf8", "configuration": {}}
+    if zt.endian is None:
+        return {"name": "bytes"}
+    return {"name": "bytes", "configuration": {"endian": zt.endian}}
+
+
+def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource,
+                  paths: dict[str, str]) -> tuple[cs.Recipe, list[dict]]:
+    """How a dataset's chunks are served, and the inner codec chain that reads them."""
+    pipe = src.pipeline
+    head = [plain_bytes_codec(zt)]
+    count = math.prod(src.dataset.chunks) if src.dataset.chunks else 1
+    if zt.kind == "reference":
+        return _reference_recipe(src, paths, count), head
+    if zt.kind == "vlen":
+        prefix = vlen_count(count)
+        if pipe.is_identity:
+            return cs.stored(prefix), head
+        if pipe.only(DEFLATE):
+            return cs.gzip_spliced(gzip.compress(prefix, mtime=0), vlen=True), head + filter_codecs(pipe)
+        if pipe.only(ZSTD):
+            import numcodecs
+
+            return cs.stored(numcodecs.Zstd(level=1).encode(prefix)), head + filter_codecs(pipe)
+        if pipe.only(BZIP2):
+            return cs.stored(bz2.compress(prefix)), head + filter_codecs(pipe)
+        t = cs.Transcoding(("zarr-vlen-utf8",), cs.identity, lambda raw, p=prefix: p + raw, None)
+        return cs.transcoded(t, "variable-length chunk re-framed"), head
+    raw = src.raw_nbytes
+    if zt.needs_swap:
+        t = cs.Transcoding(("zarr-structured-le",), cs.identity, cs.astype_transform(zt.stored, zt.served), raw)
+        return cs.transcoded(t, "structured fields to little-endian"), head
+    if DEFLATE in pipe.ids and not cs.deflate_last(pipe):
+        t = cs.Transcoding(("zarr-raw",), cs.identity, None, raw)
+        return cs.transcoded(t, "deflate is not the last filter"), head
+    recipe = cs.gzip_spliced() if cs.deflate_last(pipe) else cs.stored()
+    return recipe, head + filter_codecs(pipe)
+
+
+def _reference_recipe(src: cs.ChunkSource, paths: dict[str, str], count: int) -> cs.Recipe:
+    itemsize = resolved(src.dataset.type).numpy().itemsize
+
+    def refs_to_json(raw: bytes) -> bytes:
+        refs = np.frombuffer(raw, dtype=f"S{itemsize}")
+        items = []
+        for r in refs:
+            ref = hdmf.ref_json(values.ref_from_json(bytes(r)), paths)
+            items.append(b"" if ref is None else json.dumps(ref).encode("utf-8"))
+        return vlen_utf8(items)
+
+    t = cs.Transcoding(("zarr-refs-json",), cs.identity, refs_to_json, None)
+    return cs.transcoded(t, "object references as JSON text")
+
+
+# -- one array ------------------------------------------------------------------------------
+@dataclass
+class ArrayPlan:
+    """Everything the view needs to serve one dataset as a Zarr array."""
+
+    ctx: ViewContext
+    ds: Dataset
+    path: str
+    zt: hdmf.ZarrType
+    paths: dict[str, str]
+    attributes: dict[str, Any]
+    dimension_names: list[str | None] | None
+    sharded: bool = True
+    _src: cs.ChunkSource | None = field(default=None, repr=False)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.ds.shape.array_shape) + self.zt.inner
+
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        return tuple(self.ds.chunks if self.ds.shape.array_shape else ()) + self.zt.inner
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(self.ds.grid) + (1,) * len(self.zt.inner)
+
+    @property
+    def is_scalar(self) -> bool:
+        return not self.shape
+
+    @property
+    def src(self) -> cs.ChunkSource:
+        if self._src is None:
+            self._src = cs.ChunkSource.of(self.ctx, self.ds)
+        return self._src
+
+    @cached_property
+    def recipe_codecs(self) -> tuple[cs.Recipe, list[dict]]:
+        return choose_recipe(self.zt, self.src, self.paths)
+
+    @cached_property
+    def factors(self) -> tuple[int, ...]:
+        if not self.sharded or self.is_scalar:
+            return (1,) * len(self.grid)
+        rank = len(self.ds.grid)
+        opt = self.ctx.options.shard_shape.get(self.path)
+        if opt is not None:
+            if len(opt) == rank and all(int(k) > 0 for k in opt):
+                return tuple(min(int(k), max(g, 1)) for k, g in zip(opt, self.ds.grid)) + (1,) * len(self.zt.inner)
+            log.warning("zarr: shard_shape for %s has %d dims, the dataset %d; using the default rule",
+                        self.path, len(opt), rank)
+        return shard_factors(self.grid, self.chunk_shape, self.ctx.options.shard_max_chunks)
+
+    @property
+    def use_shards(self) -> bool:
+        return self.sharded and not self.is_scalar
+
+    def metadata(self) -> dict[str, Any]:
+        recipe, codecs = self.recipe_codecs
+        fill = hdmf.zarr_fill(self.zt, self.ds.type, self.ds.fill_value)
+        if self.use_shards:
+            outer = tuple(k * c for k, c in zip(self.factors, self.chunk_shape))
+            codecs = [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": list(self.chunk_shape), "codecs": codecs,
+                "index_codecs": INDEX_CODECS, "index_location": "end"}}]
+        else:
+            outer = self.chunk_shape
+        meta: dict[str, Any] = {
+            "zarr_format": 3, "node_type": "array",
+            "shape": list(self.shape), "data_type": self.zt.data_type,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(outer)}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": fill, "codecs": codecs, "attributes": self.attributes,
+        }
+        if self.dimension_names is not None:
+            meta["dimension_names"] = list(self.dimension_names) + [None] * len(self.zt.inner)
+        return meta
+
+    # -- chunk files ------------------------------------------------------------------------
+    @cached_property
+    def layout(self) -> "FileLayout":
+        return FileLayout(self.src.index.linear, self.grid, self.factors)
+
+    def file_vfile(self, position: int) -> VFile:
+        """The shard (or chunk) file at linear position ``position`` of the file grid."""
+        recipe, _ = self.recipe_codecs
+        linear, inner = self.layout.members(position)
+        items = cs.build_items(self.src, recipe, linear)
+        if not self.use_shards:
+            return VFile(items.segments)
+        index = shard_index_bytes(math.prod(self.factors), inner, items.offsets, items.lengths)
+        return VFile(items.segments + [Literal(index)])
+
+    def chunk_entries(self) -> dict[str, Node]:
+        """``c`` (a directory tree of shard/chunk files, or the file of a scalar)."""
+        lay = self.layout
+        if len(lay.files) == 0:
+            return {}
+        mtime = self.ds.last_modified or None
+        if self.is_scalar:
+            return {CHUNK_DIR: FileNode(CHUNK_DIR, lambda: self.file_vfile(0), mtime)}
+        coords = np.stack(np.unravel_index(lay.files, lay.file_grid), axis=-1) if lay.files.size else \
+            np.zeros((0, len(lay.file_grid)), dtype=np.int64)
+
+        def make_file(name: str, row: int) -> FileNode:
+            pos = int(lay.files[row])
+            return FileNode(name, lambda: self.file_vfile(pos), mtime)
+
+        return {CHUNK_DIR: coord_tree(CHUNK_DIR, coords, np.arange(len(coords)), 0, make_file, mtime)}
+
+
+class FileLayout:
+    """Which chunks go into which file: a shard grid (or the chunk grid itself)."""
+
+    def __init__(self, linear: np.ndarray, grid: tuple[int, ...], factors: tuple[int, ...]) -> None:
+        self.factors = factors
+        storage = grid if grid else (1,)
+        fac = factors if grid else (1,)
+        self.file_grid = tuple(-(-g // k) for g, k in zip(storage, fac))
+        if linear.size:
+            coords = np.stack(np.unravel_index(linear, storage), axis=-1)
+            fac_a = np.asarray(fac, dtype=np.int64)
+            flin = np.ravel_multi_index(tuple((coords // fac_a).T), self.file_grid).astype(np.int64)
+            ilin = np.ravel_multi_index(tuple((coords % fac_a).T), fac).astype(np.int64)
+        else:
+            flin = ilin = np.zeros(0, dtype=np.int64)
+        order = np.lexsort((ilin, flin))
+        self.flin, self.ilin, self.linear = flin[order], ilin[order], np.asarray(linear)[order]
+        self.files = np.unique(self.flin)
+
+    def members(self, position: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = np.searchsorted(self.flin, [position, position + 1])
+        return self.linear[lo:hi], self.ilin[lo:hi]
+
+
+def coord_tree(name: str, coords: np.ndarray, rows: np.ndarray, depth: int,
+               make_file: Callable[[str, int], Node], mtime: float | None) -> DirNode:
+    """Directories ``i/j/.../k`` for the (lexicographically sorted) file coordinates ``coords[rows]``."""
+
+    def load() -> dict[str, Node]:
+        col = coords[rows, depth]
+        values_, starts = np.unique(col, return_index=True)
+        bounds = list(starts) + [len(rows)]
+        out: dict[str, Node] = {}
+        last = depth == coords.shape[1] - 1
+        for v, lo, hi in zip(values_, bounds[:-1], bounds[1:]):
+            child = str(int(v))
+            if last:
+                out[child] = make_file(child, int(rows[lo]))
+            else:
+                out[child] = coord_tree(child, coords, rows[lo:hi], depth + 1, make_file, mtime)
+        return out
+
+    return DirNode(name, load, mtime)
+
+
+# -- the hierarchy -------------------------------------------------------------------------------
+class Hierarchy:
+    """A domain's canonical tree as the JSON-metadata views see it (shared with N5)."""
+
+    def __init__(self, model: DomainModel, suffix: str) -> None:
+        self.model = model
+        self.suffix = suffix
+        self.entries = list(model.walk())
+        self.paths = {e.obj.id: e.path for e in self.entries}
+        self.children: dict[str, list[tuple[str, Entry]]] = {}
+        for e in self.entries:
+            if e.parent is not None and isinstance(e.obj, (Group, Dataset)):
+                self.children.setdefault(e.parent.path, []).append((e.path.rsplit("/", 1)[1], e))
+        self.aliases: dict[str, list] = {}
+        for gpath, link in model.aliases():
+            self.aliases.setdefault(gpath, []).append(link)
+
+    def where(self, path: str) -> str:
+        return f"{self.model.path}:{path}"
+
+    def group_attributes(self, group: Group, path: str) -> dict[str, Any]:
+        attrs = hdmf.attributes_json(group, self.paths, self.where(path), skip=hdmf.RESERVED)
+        links = hdmf.links_json(self.model, path, self.aliases.get(path, []), self.paths, self.suffix)
+        if links:
+            attrs[hdmf.ZARR_LINK] = links
+        return attrs
+
+
+class ZarrDomain(Hierarchy):
+    def __init__(self, model: DomainModel, ctx: ViewContext) -> None:
+        super().__init__(model, SUFFIX)
+        self.ctx = ctx
+
+    def group_node(self, name: str, group: Group, path: str) -> DirNode:
+        def load() -> dict[str, Node]:
+            meta = {"zarr_format": 3, "node_type": "group", "attributes": self.group_attributes(group, path)}
+            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(meta), group.last_modified or None)}
+            for child, entry in self.children.get(path, []):
+                if child == META:
+                    log.warning("zarr: %s is named like Zarr metadata; not shown", self.where(entry.path))
+                    continue
+                node = self.node(child, entry)
+                if node is not None:
+                    out[child] = node
+            return out
+
+        return DirNode(name, load, group.last_modified or None)
+
+    def node(self, name: str, entry: Entry) -> Node | None:
+        if isinstance(entry.obj, Group):
+            return self.group_node(name, entry.obj, entry.path)
+        ds = entry.obj
+        assert isinstance(ds, Dataset)
+        plan = self.array_plan(ds, entry.path)
+        if plan is None:
+            return None
+
+        def load() -> dict[str, Node]:
+            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(plan.metadata()), ds.last_modified or None)}
+            out.update(plan.chunk_entries())
+            return out
+
+        return DirNode(name, load, ds.last_modified or None)
+
+    def array_plan(self, ds: Dataset, path: str) -> ArrayPlan | None:
+        if ds.shape.kind == "null":
+            log.info("zarr: %s has a null dataspace; not shown", self.where(path))
+            return None
+        try:
+            zt = hdmf.zarr_type(ds.type)
+        except UnsupportedType as exc:
+            log.info("zarr: %s not shown: %s", self.where(path), exc)
+            return None
+        attrs = hdmf.attributes_json(ds, self.paths, self.where(path), skip=hdmf.RESERVED)
+        if zt.kind == "reference":
+            attrs[hdmf.ZARR_DTYPE] = "object"
+        try:
+            dims = hdmf.dimension_names(self.model, ds, path, self.paths)
+        except PolyfsError:
+            dims = None
+        return ArrayPlan(self.ctx, ds, path, zt, self.paths, attrs, dims, self.ctx.options.zarr_sharded)
+
+
+def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
+    """The Zarr hierarchy of one domain (lazy: each directory is built when listed)."""
+    dom = ZarrDomain(model, ctx)
+    return dom.group_node(name, model.root, "/")
+
+
+def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
+    """How the Zarr view serves one dataset ("zero-copy", "transcoded (...)"), for ``polyfs info``."""
+    ds = model.resolve(path)
+    if not isinstance(ds, Dataset):
+        raise UnsupportedType(f"{path} is not a dataset")
+    plan = ZarrDomain(model, ctx).array_plan(ds, path)
+    if plan is None:
+        return "-"
+    return plan.recipe_codecs[0].describe()
