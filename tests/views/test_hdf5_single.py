@@ -109,3 +109,27 @@ def test_unsupported_datasets_are_refused(tmp_path):
     ds = Catalog(store).load("/v.h5").resolve("/s")
     with pytest.raises(UnsupportedType):
         SingleDatasetFile(ds, Pipeline(), np.zeros(0, np.int64))
+
+
+def test_chunks_past_4_gib(tmp_path):
+    """8-byte addresses: chunks placed beyond 4 GiB (a sparse file on disk) read in h5py and h5dump."""
+    cat, ds, arr = make(tmp_path, [Filter(DEFLATE, (6,))])
+    idx = cat.chunk_index(ds)
+    h5 = SingleDatasetFile(ds, cat.pipeline(ds), idx.linear, name="far")
+    chunks = [cat.store.get(idx.key(int(lin))) for lin in idx.linear]
+    offsets = (5 << 30) + np.cumsum([0] + [len(c) for c in chunks[:-1]]).astype(np.int64)
+    end = int(offsets[-1]) + len(chunks[-1])
+    path = tmp_path / "far.h5"
+    with open(path, "wb") as f:
+        f.seek(512)
+        f.write(h5.render(offsets, [len(c) for c in chunks], end))
+        for off, c in zip(offsets, chunks):
+            f.seek(int(off))
+            f.write(c)
+    assert path.stat().st_size == end > 1 << 32
+    with h5py.File(path, "r") as f:
+        assert np.array_equal(f["far"][()], arr)
+        assert min(f["far"].id.get_chunk_info(i).byte_offset for i in range(len(chunks))) == 5 << 30
+    out = subprocess.run(["h5dump", "-y", "-w", "0", "-d", "/far", "-s", "69,0", "-c", "1,90", str(path)],
+                         capture_output=True, text=True).stdout
+    assert [int(v) for v in re.findall(r"\d+", out.split("DATA {", 1)[1].split("}", 1)[0])] == arr[69].tolist()

@@ -65,6 +65,7 @@ from .vlheap import GlobalHeap, vlen_chunks
 log = logging.getLogger(__name__)
 
 USER_BLOCK = 512
+MAX_LINK_MESSAGES = 60_000  # one object header holds at most 65535 messages
 SUPERBLOCK_SIZE = SUPERBLOCK_V0.size + SYMBOL_TABLE_ENTRY.size
 
 
@@ -186,8 +187,21 @@ class DomainRenderer:
 
     # -- groups -----------------------------------------------------------------------------
     def _group_messages(self, g: Group, path: str, out: list[Block]) -> list[M.Message]:
-        links = [g.links[n] for n in sorted(g.links)]
-        if any(link.kind == "external" for link in links):
+        links = []
+        for n in sorted(g.links):
+            link = g.links[n]
+            if link.kind == "hard" and self.ref_key(link.id) is None:
+                log.error("hdf5 view of %s: hard link %r of %s left out: object %s is not in the domain",
+                          self.model.path, n, path, link.id)
+                continue
+            links.append(link)
+        external = any(link.kind == "external" for link in links)
+        if external and len(links) > MAX_LINK_MESSAGES:
+            log.error("hdf5 view of %s: the external links of %s are left out: a group of %d links holding "
+                      "external links cannot be written as link messages", self.model.path, path, len(links))
+            links = [link for link in links if link.kind != "external"]
+            external = False
+        if external:
             msgs = [M.link_info(), M.group_info()]
             for link in links:
                 msgs.append(self._link_message(link))
