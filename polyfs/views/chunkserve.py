@@ -37,6 +37,7 @@ from ..errors import CodecError
 from ..model.chunks import ChunkIndex
 from ..model.schema import Dataset
 from ..vfile import ChunkRun, Produced, Segment
+from .base import DirNode, Node
 from .transcode import GzipTrailer, TranscodedChunk, fetch_chunk
 
 GZIP_TRAILER_LEN = 8
@@ -225,3 +226,25 @@ def astype_transform(src: np.dtype, dst: np.dtype) -> Callable[[bytes], bytes]:
 
 def identity(raw: bytes) -> bytes:
     return raw
+
+
+# -- chunk-grid directories -------------------------------------------------------------
+def coord_tree(name: str, coords: np.ndarray, rows: np.ndarray, depth: int,
+               make_file: Callable[[str, int], Node], mtime: float | None) -> DirNode:
+    """Directories ``i/j/.../k`` for the (lexicographically sorted) file coordinates ``coords[rows]``."""
+
+    def load() -> dict[str, Node]:
+        col = coords[rows, depth]
+        values_, starts = np.unique(col, return_index=True)
+        bounds = list(starts) + [len(rows)]
+        out: dict[str, Node] = {}
+        last = depth == coords.shape[1] - 1
+        for v, lo, hi in zip(values_, bounds[:-1], bounds[1:]):
+            child = str(int(v))
+            if last:
+                out[child] = make_file(child, int(rows[lo]))
+            else:
+                out[child] = coord_tree(child, coords, rows[lo:hi], depth + 1, make_file, mtime)
+        return out
+
+    return DirNode(name, load, mtime)

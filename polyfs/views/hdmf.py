@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import PolyfsError, UnsupportedType
 from ..model import values
 from ..model.schema import Attribute, Dataset, Group, Link
-from ..model.tree import DomainModel
+from ..model.tree import DomainModel, Entry
 from ..model.types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType,
                            ReferenceType, StringType, VlenType, resolved)
 from .root import domain_stem
@@ -383,3 +383,31 @@ def zarr_fill(zt: ZarrType, t: DType, fill_json: Any) -> Any:
     served = zt.served if zt.served is not None else np.asarray(arr).dtype
     raw = np.asarray(arr).astype(served).tobytes() if zt.served is not None else np.asarray(arr).tobytes()
     return base64.standard_b64encode(raw).decode("ascii")
+
+
+# -- the canonical tree, as JSON-metadata views see it ----------------------------------
+class Hierarchy:
+    """A domain's canonical tree as the JSON-metadata views see it (shared with N5)."""
+
+    def __init__(self, model: DomainModel, suffix: str) -> None:
+        self.model = model
+        self.suffix = suffix
+        self.entries = list(model.walk())
+        self.paths = {e.obj.id: e.path for e in self.entries}
+        self.children: dict[str, list[tuple[str, Entry]]] = {}
+        for e in self.entries:
+            if e.parent is not None and isinstance(e.obj, (Group, Dataset)):
+                self.children.setdefault(e.parent.path, []).append((e.path.rsplit("/", 1)[1], e))
+        self.aliases: dict[str, list] = {}
+        for gpath, link in model.aliases():
+            self.aliases.setdefault(gpath, []).append(link)
+
+    def where(self, path: str) -> str:
+        return f"{self.model.path}:{path}"
+
+    def group_attributes(self, group: Group, path: str, skip: tuple[str, ...] = RESERVED) -> dict[str, Any]:
+        attrs = attributes_json(group, self.paths, self.where(path), skip=skip)
+        links = links_json(self.model, path, self.aliases.get(path, []), self.paths, self.suffix)
+        if links:
+            attrs[ZARR_LINK] = links
+        return attrs

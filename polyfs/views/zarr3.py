@@ -58,7 +58,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 import crc32c
 import numpy as np
@@ -307,7 +307,7 @@ class ArrayPlan:
             pos = int(lay.files[row])
             return FileNode(name, lambda: self.file_vfile(pos), mtime)
 
-        return {CHUNK_DIR: coord_tree(CHUNK_DIR, coords, np.arange(len(coords)), 0, make_file, mtime)}
+        return {CHUNK_DIR: cs.coord_tree(CHUNK_DIR, coords, np.arange(len(coords)), 0, make_file, mtime)}
 
 
 class FileLayout:
@@ -334,56 +334,8 @@ class FileLayout:
         return self.linear[lo:hi], self.ilin[lo:hi]
 
 
-def coord_tree(name: str, coords: np.ndarray, rows: np.ndarray, depth: int,
-               make_file: Callable[[str, int], Node], mtime: float | None) -> DirNode:
-    """Directories ``i/j/.../k`` for the (lexicographically sorted) file coordinates ``coords[rows]``."""
-
-    def load() -> dict[str, Node]:
-        col = coords[rows, depth]
-        values_, starts = np.unique(col, return_index=True)
-        bounds = list(starts) + [len(rows)]
-        out: dict[str, Node] = {}
-        last = depth == coords.shape[1] - 1
-        for v, lo, hi in zip(values_, bounds[:-1], bounds[1:]):
-            child = str(int(v))
-            if last:
-                out[child] = make_file(child, int(rows[lo]))
-            else:
-                out[child] = coord_tree(child, coords, rows[lo:hi], depth + 1, make_file, mtime)
-        return out
-
-    return DirNode(name, load, mtime)
-
-
 # -- the hierarchy -------------------------------------------------------------------------------
-class Hierarchy:
-    """A domain's canonical tree as the JSON-metadata views see it (shared with N5)."""
-
-    def __init__(self, model: DomainModel, suffix: str) -> None:
-        self.model = model
-        self.suffix = suffix
-        self.entries = list(model.walk())
-        self.paths = {e.obj.id: e.path for e in self.entries}
-        self.children: dict[str, list[tuple[str, Entry]]] = {}
-        for e in self.entries:
-            if e.parent is not None and isinstance(e.obj, (Group, Dataset)):
-                self.children.setdefault(e.parent.path, []).append((e.path.rsplit("/", 1)[1], e))
-        self.aliases: dict[str, list] = {}
-        for gpath, link in model.aliases():
-            self.aliases.setdefault(gpath, []).append(link)
-
-    def where(self, path: str) -> str:
-        return f"{self.model.path}:{path}"
-
-    def group_attributes(self, group: Group, path: str) -> dict[str, Any]:
-        attrs = hdmf.attributes_json(group, self.paths, self.where(path), skip=hdmf.RESERVED)
-        links = hdmf.links_json(self.model, path, self.aliases.get(path, []), self.paths, self.suffix)
-        if links:
-            attrs[hdmf.ZARR_LINK] = links
-        return attrs
-
-
-class ZarrDomain(Hierarchy):
+class ZarrDomain(hdmf.Hierarchy):
     def __init__(self, model: DomainModel, ctx: ViewContext) -> None:
         super().__init__(model, SUFFIX)
         self.ctx = ctx

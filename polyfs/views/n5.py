@@ -1,0 +1,324 @@
+"""The N5 view: ``MNT/n5/<stem>.n5/``, one N5 container per domain (read-only).
+
+Groups are directories with an ``attributes.json`` (the root's carries
+``"n5": "4.0.0"``, which z5py requires); datasets are directories whose
+``attributes.json`` holds ``dimensions``/``blockSize`` (reversed: N5 lists
+the fastest dimension first), ``dataType``, ``compression`` and the HDF5
+attributes (JSON as in hdmf.py; an attribute named like an N5 key is left
+out, and so are ``units``/``axes``/``resolution`` unless they have the
+per-axis form N5 readers interpret, which tensorstore enforces). Blocks are files at the reversed chunk-grid position
+(``<ds>/k/j/i``): the default-mode header (mode 0, ndim, the FULL block
+dims, big-endian; edge blocks are padded as stored) and the payload. No
+transpose is ever needed: N5's block payload is the C-order chunk.
+
+Types: u/int 8-64 and float32/64; bool as ``uint8`` (the stored bytes are
+0/1); HDF5 array types add (reversed, leading) dimensions; a scalar is a
+1-element 1-D dataset. Everything else (float16, strings, compounds,
+references, ...) is not shown (N5 has no such types).
+
+Payloads (chunkserve.py recipes):
+
+- **zero-copy** when the stored data is big-endian (or single-byte) and its
+  pipeline is one N5 compression: none (``raw``), ``zstd``, ``blosc`` (only
+  cname/clevel/shuffle/blocksize, which N5 readers insist on), ``bzip2``
+  (tensorstore and z5py; zarr-n5 has no bzip2), and deflate.
+- **deflate** is served as ``{"type": "gzip", "level": L}``: a gzip member
+  spliced from the stored zlib stream (header + raw deflate + CRC32/ISIZE
+  from polyfs's CRC table). ``useZlib: true`` would serve the zlib stream
+  untouched to tensorstore and z5py, but zarr-n5 ignores ``useZlib`` and
+  would fail; the splice costs 8 computed bytes per block and every reader
+  reads it.
+- **transcoded** to ``raw`` big-endian (size known from the block shape, so
+  listing and ``stat`` never read chunk data) when the stored data is
+  little-endian or its pipeline has no N5 spelling (shuffle, fletcher32,
+  several filters).
+
+N5 has no fill value (readers return 0 for absent blocks): absent chunks
+are absent blocks when the fill value is all zero bytes, otherwise every
+absent chunk is a block of the fill value encoded with the dataset's N5
+compression (computed once per dataset from the model).
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import logging
+import math
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..binfmt import Layout
+from ..codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
+from ..model import values
+from ..model.schema import Dataset, Group
+from ..model.tree import DomainModel, Entry
+from ..model.types import ArrayType, EnumType, FloatType, IntType, resolved
+from ..vfile import Literal, VFile
+from . import chunkserve as cs
+from . import hdmf
+from .base import DirNode, FileNode, Node, ViewContext, literal_file
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".n5"
+KIND = "dir"
+META = "attributes.json"
+N5_VERSION = "4.0.0"
+MODE_DEFAULT = 0
+N5_KEYS = ("n5", "dimensions", "blockSize", "dataType", "compression")
+SKIP_ATTRS = hdmf.RESERVED + N5_KEYS
+# per-axis attributes N5 readers interpret (tensorstore rejects other shapes)
+AXIS_ATTRS = {
+    "units": lambda v, n: isinstance(v, list) and len(v) == n and all(isinstance(x, str) for x in v),
+    "axes": lambda v, n: isinstance(v, list) and len(v) == n and all(isinstance(x, str) for x in v),
+    "resolution": lambda v, n: isinstance(v, list) and len(v) == n
+    and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
+}
+DATA_TYPES = {("u", 1): "uint8", ("u", 2): "uint16", ("u", 4): "uint32", ("u", 8): "uint64",
+              ("i", 1): "int8", ("i", 2): "int16", ("i", 4): "int32", ("i", 8): "int64",
+              ("f", 4): "float32", ("f", 8): "float64", ("b", 1): "uint8"}
+
+
+@lru_cache(maxsize=None)
+def block_header_layout(ndim: int) -> Layout:
+    """The default-mode block header for ``ndim`` dimensions (big-endian)."""
+    return Layout.of(f"n5 block header ({ndim}-D)",
+                     [("mode", "H", MODE_DEFAULT), ("ndim", "H", ndim)] + [(f"dim{i}", "I") for i in range(ndim)],
+                     ">")
+
+
+def block_header(block_dims_n5: tuple[int, ...]) -> bytes:
+    """Header of a block whose dims are given in N5 order (fastest first)."""
+    lay = block_header_layout(len(block_dims_n5))
+    return lay.pack({f"dim{i}": int(d) for i, d in enumerate(block_dims_n5)})
+
+
+def parse_block_header(buf: bytes) -> tuple[int, tuple[int, ...], int]:
+    """(mode, dims in N5 order, header size) of a block (for tests and ingest)."""
+    ndim = int.from_bytes(buf[2:4], "big")
+    lay = block_header_layout(ndim)
+    rec = lay.unpack(buf)
+    return rec["mode"], tuple(rec[f"dim{i}"] for i in range(ndim)), lay.size
+
+
+# -- what a dataset becomes ---------------------------------------------------------------
+def element_type(t: Any) -> tuple[np.dtype, tuple[int, ...]] | None:
+    """(stored numpy element dtype, extra trailing dims) of an N5-able type, else None."""
+    t = resolved(t)
+    inner: tuple[int, ...] = ()
+    if isinstance(t, ArrayType):
+        inner, t = tuple(t.dims), resolved(t.base)
+    if isinstance(t, EnumType):
+        if not t.is_bool:
+            t = t.base
+    elif not isinstance(t, (IntType, FloatType)):
+        return None
+    dt = t.numpy()
+    if (dt.kind, dt.itemsize) not in DATA_TYPES:
+        return None
+    return dt, inner
+
+
+def compression_for(pipe: Any) -> dict | None:
+    """The N5 ``compression`` that reads the stored bytes as they are (None: cannot)."""
+    if pipe.is_identity:
+        return {"type": "raw"}
+    if len(pipe.filters) != 1:
+        return None
+    f = pipe.filters[0]
+    if f.id == DEFLATE:
+        return {"type": "gzip", "level": f.level if f.level is not None else 6}
+    if f.id in (ZSTD, BLOSC, BZIP2):
+        return f.spec.n5(f)
+    return None
+
+
+def encode_block(compression: dict, raw: bytes, dtype: np.dtype) -> bytes:
+    """Encode one block payload with an N5 compression (used for fill blocks only)."""
+    kind = compression["type"]
+    if kind == "raw":
+        return raw
+    if kind == "gzip":
+        level = compression.get("level", 6)
+        return gzip.compress(raw, level if 0 <= level <= 9 else 6, mtime=0)
+    if kind == "bzip2":
+        return bz2.compress(raw, int(compression.get("blockSize", 9)))
+    import numcodecs
+
+    if kind == "zstd":
+        return bytes(numcodecs.Zstd(level=int(compression.get("level", 3))).encode(raw))
+    if kind == "blosc":
+        codec = numcodecs.Blosc(cname=compression["cname"], clevel=int(compression["clevel"]),
+                                shuffle=int(compression["shuffle"]), blocksize=int(compression.get("blocksize", 0)))
+        return bytes(codec.encode(np.frombuffer(raw, dtype=dtype)))
+    raise ValueError(f"no encoder for N5 compression {kind!r}")
+
+
+@dataclass
+class DatasetPlan:
+    ctx: ViewContext
+    ds: Dataset
+    path: str
+    dtype: np.dtype  # stored element dtype
+    inner: tuple[int, ...]
+    attributes: dict[str, Any]
+    _src: cs.ChunkSource | None = field(default=None, repr=False)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        dims = tuple(self.ds.shape.array_shape) + self.inner
+        return dims if dims else (1,)
+
+    @property
+    def block(self) -> tuple[int, ...]:
+        dims = (tuple(self.ds.chunks) if self.ds.shape.array_shape else ()) + self.inner
+        return dims if dims else (1,)
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(-(-s // b) for s, b in zip(self.shape, self.block))
+
+    @property
+    def src(self) -> cs.ChunkSource:
+        if self._src is None:
+            self._src = cs.ChunkSource.of(self.ctx, self.ds)
+        return self._src
+
+    @property
+    def data_type(self) -> str:
+        return DATA_TYPES[(self.dtype.kind, self.dtype.itemsize)]
+
+    @cached_property
+    def recipe_compression(self) -> tuple[cs.Recipe, dict]:
+        big = self.dtype.str[0] != "<" or self.dtype.itemsize == 1  # .str spells native order out
+        comp = compression_for(self.src.pipeline) if big else None
+        if comp is not None:
+            return (cs.gzip_spliced() if comp["type"] == "gzip" else cs.stored()), comp
+        target = self.dtype.newbyteorder(">") if self.dtype.itemsize > 1 else self.dtype
+        transform = cs.astype_transform(self.dtype, target) if target != self.dtype else None
+        reason = "little-endian" if not big else "filters N5 cannot express"
+        t = cs.Transcoding(("n5-raw-be",), cs.identity, transform, self.src.raw_nbytes)
+        return cs.transcoded(t, reason), {"type": "raw"}
+
+    def metadata(self) -> dict[str, Any]:
+        _, comp = self.recipe_compression
+        meta = dict(self.attributes)
+        meta.update({"dimensions": list(reversed(self.shape)), "blockSize": list(reversed(self.block)),
+                     "dataType": self.data_type, "compression": comp})
+        return meta
+
+    @cached_property
+    def header(self) -> bytes:
+        return block_header(tuple(reversed(self.block)))
+
+    @cached_property
+    def fill_block(self) -> bytes | None:
+        """Header + encoded fill payload, or None when the fill is zero bytes (absent = 0)."""
+        fill = values.fill_array(self.ds.type, self.ds.fill_value, ())
+        one = np.asarray(fill).tobytes()
+        if not any(one):
+            return None
+        _, comp = self.recipe_compression
+        target = self.dtype.newbyteorder(">") if self.dtype.itemsize > 1 else self.dtype
+        elem = np.frombuffer(one, dtype=self.dtype).astype(target)
+        raw = np.tile(elem, math.prod(self.block) // max(elem.size, 1)).tobytes()
+        return self.header + encode_block(comp, raw, target)
+
+    def block_vfile(self, linear: int) -> VFile:
+        recipe, _ = self.recipe_compression
+        if self.src.index.size_of(linear) < 0:
+            assert self.fill_block is not None
+            return VFile([Literal(self.fill_block)])
+        items = cs.build_items(self.src, recipe, np.asarray([linear], dtype=np.int64))
+        return VFile([Literal(self.header)] + items.segments)
+
+    def block_entries(self) -> dict[str, Node]:
+        grid = self.grid  # the stored grid plus 1s for array-type dims: same linear indexes
+        if self.fill_block is None:
+            linear = self.src.index.linear
+        else:
+            linear = np.arange(math.prod(grid), dtype=np.int64)
+        if linear.size == 0 or 0 in grid:
+            return {}
+        coords = np.stack(np.unravel_index(linear, grid), axis=-1)
+        rev = coords[:, ::-1]
+        order = np.lexsort(tuple(rev[:, i] for i in reversed(range(rev.shape[1]))))
+        rev, lin_sorted = rev[order], linear[order]
+        mtime = self.ds.last_modified or None
+
+        def make_file(name: str, row: int) -> FileNode:
+            lin = int(lin_sorted[row])
+            return FileNode(name, lambda: self.block_vfile(lin), mtime)
+
+        first = cs.coord_tree("", rev, np.arange(len(rev)), 0, make_file, mtime)
+        return first.entries()
+
+
+class N5Domain(hdmf.Hierarchy):
+    def __init__(self, model: DomainModel, ctx: ViewContext) -> None:
+        super().__init__(model, SUFFIX)
+        self.ctx = ctx
+
+    def group_node(self, name: str, group: Group, path: str) -> DirNode:
+        def load() -> dict[str, Node]:
+            attrs = self.group_attributes(group, path, skip=SKIP_ATTRS)
+            if path == "/":
+                attrs["n5"] = N5_VERSION
+            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(attrs), group.last_modified or None)}
+            for child, entry in self.children.get(path, []):
+                if child == META:
+                    log.warning("n5: %s is named like N5 metadata; not shown", self.where(entry.path))
+                    continue
+                node = self.node(child, entry)
+                if node is not None:
+                    out[child] = node
+            return out
+
+        return DirNode(name, load, group.last_modified or None)
+
+    def node(self, name: str, entry: Entry) -> Node | None:
+        if isinstance(entry.obj, Group):
+            return self.group_node(name, entry.obj, entry.path)
+        ds = entry.obj
+        assert isinstance(ds, Dataset)
+        plan = self.dataset_plan(ds, entry.path)
+        if plan is None:
+            return None
+
+        def load() -> dict[str, Node]:
+            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(plan.metadata()), ds.last_modified or None)}
+            out.update(plan.block_entries())
+            return out
+
+        return DirNode(name, load, ds.last_modified or None)
+
+    def dataset_plan(self, ds: Dataset, path: str) -> DatasetPlan | None:
+        if ds.shape.kind == "null":
+            return None
+        et = element_type(ds.type)
+        if et is None:
+            log.info("n5: %s not shown: N5 holds numeric types only", self.where(path))
+            return None
+        attrs = hdmf.attributes_json(ds, self.paths, self.where(path), skip=SKIP_ATTRS)
+        rank = max(1, ds.shape.rank + len(et[1]))
+        for key in [k for k in attrs if k in AXIS_ATTRS and not AXIS_ATTRS[k](attrs[k], rank)]:
+            log.info("n5: %s: attribute %r is not N5's per-axis %s; left out", self.where(path), key, key)
+            del attrs[key]
+        return DatasetPlan(self.ctx, ds, path, et[0], et[1], attrs)
+
+
+def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
+    """The N5 container of one domain (lazy: each directory is built when listed)."""
+    return N5Domain(model, ctx).group_node(name, model.root, "/")
+
+
+def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
+    """How the N5 view serves one dataset, for ``polyfs info``."""
+    ds = model.resolve(path)
+    if not isinstance(ds, Dataset):
+        return "-"
+    plan = N5Domain(model, ctx).dataset_plan(ds, path)
+    return "-" if plan is None else plan.recipe_compression[0].describe()
