@@ -536,7 +536,7 @@ def test_big_attribute_is_left_out_with_a_log_line(tmp_path, caplog):
 
 def test_many_chunks_and_a_deep_chunk_btree(tmp_path):
     """Reduced scale (the 1,000,000-chunk run is scripts/bench_hdf5.py): 3 B-tree levels."""
-    store = open_store(str(tmp_path / "store"), create=True)
+    store = open_store(f"memory://many-{tmp_path.name}")  # 7,800 chunk objects: no fsync per object
     arr = (np.arange(130 * 70, dtype="<u4") * 2654435761 % 1000).astype("<u2").reshape(130, 70)
     with DomainWriter(Catalog(store), "/many.h5") as w:
         ds = w.add_dataset(w.root, "tiny_chunks", T.IntType(2, False), Shape("simple", arr.shape), (1, 1), [])
