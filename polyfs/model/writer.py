@@ -157,8 +157,12 @@ class DomainWriter:
                 dt = dt.subdtype[0]
             raw = np.ascontiguousarray(block, dtype=dt).tobytes()
         p = self._pipelines[ds.id]
-        crc = zlib.crc32(raw) if p.filters and p.filters[-1].id == DEFLATE else None
-        return p.encode(raw), crc
+        if p.filters and p.filters[-1].id == DEFLATE:
+            # the CRC32 a spliced gzip member needs is that of the bytes entering the final
+            # deflate (after shuffle, if any), not of the raw chunk
+            inner = Pipeline(p.filters[:-1], p.itemsize).encode(raw) if len(p.filters) > 1 else raw
+            return Pipeline(p.filters[-1:], p.itemsize).encode(inner), zlib.crc32(inner)
+        return p.encode(raw), None
 
     def write_array(self, ds: Dataset, data: np.ndarray, skip_fill: bool = False, progress=None) -> int:
         """Chunk, pad (with the fill value), encode and store a whole array; returns chunks written."""
