@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import warnings
-from pathlib import Path
 
 import h5py
 import hdf5plugin

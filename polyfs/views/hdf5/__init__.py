@@ -27,7 +27,6 @@ The first 512 bytes stay free (TIFF header); ``end`` is HDF5's end of file
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from ...model.tree import DomainModel
 from ..base import FileNode, ViewContext

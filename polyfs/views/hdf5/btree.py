@@ -22,6 +22,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
+from ...errors import UnsupportedType
 from .layout import AddrKey, Blob, Block
 from .structs import (BTREE_CHUNK, BTREE_GROUP, BTREE_V1, CACHE_NONE, CACHE_SLINK, CHUNK_K, GROUP_INTERNAL_K,
                       GROUP_LEAF_K, LOCAL_HEAP, SCRATCH_SLINK, SNOD, SYMBOL_TABLE_ENTRY, UNDEF, chunk_key_dtype,
@@ -69,8 +70,6 @@ class ChunkBTree:
         self.levels = level_sizes(len(self.linear), FANOUT)
         self.node_dtype = chunk_node_dtype(self.rank)
         if len(self.sizes) and int(self.sizes.max()) >= 1 << 32:
-            from ...errors import UnsupportedType
-
             raise UnsupportedType("a chunk of 4 GiB or more cannot be indexed by an HDF5 chunk B-tree")
 
     @property

@@ -1,10 +1,11 @@
 """The model's datatypes as HDF5 datatype messages, and values as HDF5 disk bytes.
 
 Message versions are the oldest that express each class (what HDF5 writes for
-``libver="earliest"``): version 1 for atomic, string, enum, compound (2 when a
-member is an array type), variable-length and reference types; version 2 for
-array types. A variable-length string's base type is an unsigned byte, as
-libhdf5 writes it.
+``libver="earliest"``; the unit tests compare the bytes with libhdf5's):
+version 1 for atomic, string and reference types; composite types (compound,
+enum, variable-length) share one version per type tree, 2 when an array type
+is anywhere in it, else 1; array types are version 2. A variable-length
+string's base type is an unsigned byte, as libhdf5 writes it.
 
 Disk bytes equal the model's chunk bytes for every fixed-size type without
 references (integers, floats, bool/enums, fixed strings, opaque, packed
