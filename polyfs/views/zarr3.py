@@ -42,7 +42,10 @@ dimension) overrides the rule for one dataset.
 
 **Unsharded** (``zarr_sharded=False``): one file per stored chunk at
 ``c/i/j/k`` with the codec chain directly. Scalar datasets are always
-unsharded (their one chunk is the file ``c``).
+unsharded (their one chunk is the file ``c``), and so are structured and
+``raw_bytes`` arrays: zarr-python 3.1 caches shard specs keyed by the fill
+value, which is an unhashable numpy void scalar for those types, so it
+cannot read them sharded (its own sharded structured arrays fail the same).
 
 Trailing dimensions of HDF5 array types (``H5T_ARRAY``) become extra array
 dimensions (one chunk deep); their bytes are identical. Not shown: committed
@@ -241,7 +244,7 @@ class ArrayPlan:
 
     @cached_property
     def factors(self) -> tuple[int, ...]:
-        if not self.sharded or self.is_scalar:
+        if not self.use_shards:
             return (1,) * len(self.grid)
         rank = len(self.ds.grid)
         opt = self.ctx.options.shard_shape.get(self.path)
@@ -254,7 +257,13 @@ class ArrayPlan:
 
     @property
     def use_shards(self) -> bool:
-        return self.sharded and not self.is_scalar
+        return self.sharded and not self.is_scalar and not self.void_fill
+
+    @property
+    def void_fill(self) -> bool:
+        """Structured and raw_bytes arrays: zarr-python 3.1 hashes a shard's fill value
+        (a numpy void scalar here, unhashable) and cannot read them sharded."""
+        return isinstance(self.zt.data_type, dict) and self.zt.data_type["name"] in ("structured", "raw_bytes")
 
     def metadata(self) -> dict[str, Any]:
         recipe, codecs = self.recipe_codecs
