@@ -99,8 +99,6 @@ def codec_text(p: Pipeline) -> str:
 def views_text(ds: Dataset, p: Pipeline) -> str:
     t = T.resolved(ds.type)
     numeric = t.is_numeric
-    ids = p.ids
-    comps = [f for f in p.filters if f.spec.compressor]
     out = []
     # HDF5: the table is HDF5's own filters; variable-length and references are rewritten
     if t.is_vlen:
@@ -109,23 +107,8 @@ def views_text(ds: Dataset, p: Pipeline) -> str:
         out.append("hdf5 transcoded (references)")
     else:
         out.append("hdf5 zero-copy")
-    # Zarr: every filter of the table has a Zarr v3 spelling; HSDS's vlen encoding has none
-    if t.is_vlen or _has_ref(t):
-        out.append("zarr transcoded (variable-length)" if t.is_vlen else "zarr transcoded (references)")
-    elif all(f.spec.zarr is not None for f in p.filters):
-        spliced = " (gzip spliced)" if comps and comps[-1].id == DEFLATE and ids[-1] == DEFLATE else ""
-        out.append("zarr zero-copy" + spliced)
-    else:
-        out.append("zarr transcoded")
-    # N5: numeric, big-endian, one N5 compression
-    if not numeric or not ds.shape.array_shape:
-        out.append("n5 -")
-    elif t.order == "<":
-        out.append("n5 transcoded (little-endian)")
-    elif len(p.filters) > 1 or (p.filters and p.filters[0].spec.n5 is None):
-        out.append("n5 transcoded (filters)")
-    else:
-        out.append("n5 zero-copy" + (" (gzip spliced)" if ids == (DEFLATE,) else ""))
+    out.append(_view_text("zarr", ds, p))
+    out.append(_view_text("n5", ds, p))
     # TIFF: 2-D+ numeric, one plane deep, tiles multiple of 16, deflate/zstd/none
     dims = ds.shape.array_shape
     if not numeric or len(dims) < 2:
@@ -133,6 +116,14 @@ def views_text(ds: Dataset, p: Pipeline) -> str:
     else:
         out.append(_tiff_text(ds, p))
     return ", ".join(out)
+
+
+def _view_text(view: str, ds: Dataset, p: Pipeline) -> str:
+    """The Zarr/N5 view's own rule (``describe`` in polyfs.views.zarr3 / n5)."""
+    from importlib import import_module
+
+    describe = import_module({"zarr": ".views.zarr3", "n5": ".views.n5"}[view], __package__).describe
+    return f"{view} {describe(ds, p)}"
 
 
 def _tiff_text(ds: Dataset, p: Pipeline) -> str:

@@ -315,10 +315,21 @@ def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
     return N5Domain(model, ctx).group_node(name, model.root, "/")
 
 
+def describe(ds: Dataset, pipe: Any) -> str:
+    """How the N5 view serves a dataset whose effective pipeline is ``pipe``
+    ("zero-copy", "zero-copy (gzip spliced)", "transcoded (<why>)", "-" if not shown);
+    pure: no store access (``polyfs info``)."""
+    et = element_type(ds.type) if ds.shape.kind != "null" else None
+    if et is None:
+        return "-"
+    src = cs.ChunkSource(None, ds, None, pipe, ds.chunk_nbytes)  # type: ignore[arg-type]
+    plan = DatasetPlan(None, ds, "", et[0], et[1], {}, src)  # type: ignore[arg-type]
+    return plan.recipe_compression[0].describe()
+
+
 def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
-    """How the N5 view serves one dataset, for ``polyfs info``."""
+    """:func:`describe` for a dataset path of a loaded domain."""
     ds = model.resolve(path)
     if not isinstance(ds, Dataset):
         return "-"
-    plan = N5Domain(model, ctx).dataset_plan(ds, path)
-    return "-" if plan is None else plan.recipe_compression[0].describe()
+    return describe(ds, ctx.catalog.pipeline(ds))

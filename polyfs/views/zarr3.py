@@ -405,12 +405,23 @@ def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
     return dom.group_node(name, model.root, "/")
 
 
+def describe(ds: Dataset, pipe: Pipeline) -> str:
+    """How the Zarr view serves a dataset whose effective pipeline is ``pipe``
+    ("zero-copy", "zero-copy (gzip spliced)", "transcoded (<why>)", "-" if not shown);
+    pure: no store access (``polyfs info``)."""
+    if ds.shape.kind == "null":
+        return "-"
+    try:
+        zt = hdmf.zarr_type(ds.type)
+    except UnsupportedType:
+        return "-"
+    src = cs.ChunkSource(None, ds, None, pipe, None if ds.type.is_vlen else ds.chunk_nbytes)  # type: ignore[arg-type]
+    return choose_recipe(zt, src, {})[0].describe()
+
+
 def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
-    """How the Zarr view serves one dataset ("zero-copy", "transcoded (...)"), for ``polyfs info``."""
+    """:func:`describe` for a dataset path of a loaded domain."""
     ds = model.resolve(path)
     if not isinstance(ds, Dataset):
-        raise UnsupportedType(f"{path} is not a dataset")
-    plan = ZarrDomain(model, ctx).array_plan(ds, path)
-    if plan is None:
         return "-"
-    return plan.recipe_codecs[0].describe()
+    return describe(ds, ctx.catalog.pipeline(ds))
