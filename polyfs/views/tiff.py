@@ -9,6 +9,15 @@ big-endian data, ``II`` otherwise); it is BigTIFF when it would reach
 :data:`BIGTIFF_AT` bytes. Where tiles come from (zero-copy stored chunks or
 transcoded, cached tiles) is tifftiles.py.
 
+Metadata (details and reasons in tiffmeta.py): OME-XML in the first page's
+ImageDescription (ImageJ's own reader cannot open tiled TIFFs, so Fiji reads
+these through Bio-Formats, whose format OME-TIFF is); axes from
+``DIMENSION_LABELS``, ``_ARRAY_DIMENSIONS``, ``axes`` or the parent group's NGFF
+``multiscales``; physical pixel sizes from, first found: NGFF ``multiscales``
+scale transforms, ``element_size_um`` (micrometers), ``scale``,
+``pixel_size``, ``resolution`` (units from ``unit``/``units``, default
+micrometers), also written as XResolution/YResolution in pixels per cm.
+
 File layout: header, every IFD, their out-of-line values (tile offsets and
 byte counts included), the shared fill tile (if any tile is missing), then
 the tile data. The metadata's size never depends on the tile offsets, so the
@@ -40,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NotFound
+from ..errors import InvalidInput, NotFound
 from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel
 from ..model.types import EnumType, FloatType, IntType, resolved
@@ -130,7 +139,7 @@ class TiffImage:
 
     def check(self) -> None:
         if self.tile[0] % 16 or self.tile[1] % 16 or min(self.tile) <= 0:
-            raise ValueError(f"TIFF tiles must be multiples of 16, not {self.tile}")
+            raise InvalidInput(f"TIFF tiles must be multiples of 16, not {self.tile}")
 
 
 def tiff_metadata_size(image: TiffImage, big: bool) -> int:

@@ -14,9 +14,10 @@ can be computed first and the offsets filled in afterwards (see tiff.py).
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -144,6 +145,7 @@ BYTEORDER = {"<": b"II", ">": b"MM"}
 ENDIAN_OF = {v: k for k, v in BYTEORDER.items()}
 
 
+@functools.cache
 def flavor(endian: str, big: bool) -> Flavor:
     if endian not in BYTEORDER:
         raise InvalidInput(f"TIFF byte order must be '<' or '>', not {endian!r}")
@@ -355,6 +357,3 @@ def read_ifds(buf: bytes | memoryview, limit: int = 1 << 20) -> tuple[str, bool,
         pos = fl.next.unpack(buf, at)["next"]
     return endian, big, out
 
-
-def iter_tag_names(ifd: ParsedIFD) -> Iterable[str]:
-    return (TAG_NAMES.get(code, str(code)) for code in ifd.tags)

@@ -254,11 +254,8 @@ def test_missing_chunks_share_one_fill_tile(view, case):
 
 
 # -- libtiff ----------------------------------------------------------------------
-LIBTIFF_CASES = [c for c in CASES if c.name not in ("f16le_raw_2d",)]
-
-
 @pytest.mark.skipif(shutil.which("tiffinfo") is None, reason="libtiff tools not installed")
-@pytest.mark.parametrize("case", LIBTIFF_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_libtiff_tiffinfo_and_tiffcp(view, case, tmp_path):
     path = tif_path(view["root"], case)
     res = subprocess.run(["tiffinfo", "-D", str(path)], capture_output=True, text=True, timeout=60)
@@ -277,9 +274,6 @@ def test_libtiff_tiffinfo_and_tiffcp(view, case, tmp_path):
 
 
 # -- GDAL -------------------------------------------------------------------------
-GDAL_CASES = [c for c in CASES if c.name not in ("f16le_raw_2d",)]
-
-
 def gdal_checksums(path: Path, npages: int) -> list[str]:
     out = []
     for i in sorted({0, npages // 2, npages - 1}):
@@ -294,7 +288,7 @@ def gdal_checksums(path: Path, npages: int) -> list[str]:
 
 
 @pytest.mark.skipif(shutil.which("gdalinfo") is None, reason="GDAL not installed")
-@pytest.mark.parametrize("case", GDAL_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_gdal_checksums_equal_reference(view, case, tmp_path):
     arr = view["arrays"][case.name]
     planes = arr.reshape(-1, *arr.shape[-2:])
