@@ -248,10 +248,17 @@ class DatasetPlan:
         order = np.lexsort(tuple(rev[:, i] for i in reversed(range(rev.shape[1]))))
         rev, lin_sorted = rev[order], linear[order]
         mtime = self.ds.last_modified or None
+        # file sizes from chunk sizes alone, so stat never builds a block's segments
+        recipe, _ = self.recipe_compression
+        stored = self.src.index.sizes_for(lin_sorted)
+        served = recipe.item_lengths(np.maximum(stored, 0))
+        sizes = None if served is None else np.where(
+            stored >= 0, served + len(self.header), len(self.fill_block or b""))
 
         def make_file(name: str, row: int) -> FileNode:
             lin = int(lin_sorted[row])
-            return FileNode(name, lambda: self.block_vfile(lin), mtime)
+            hint = None if sizes is None else (lambda: int(sizes[row]))
+            return FileNode(name, lambda: self.block_vfile(lin), mtime, size_hint=hint)
 
         first = cs.coord_tree("", rev, np.arange(len(rev)), 0, make_file, mtime)
         return first.entries()

@@ -301,6 +301,19 @@ class ArrayPlan:
         index = shard_index_bytes(math.prod(self.factors), inner, items.offsets, items.lengths)
         return VFile(items.segments + [Literal(index)])
 
+    def file_sizes(self) -> np.ndarray | None:
+        """Size of each file of ``layout.files`` from chunk sizes alone (None: measured outputs)."""
+        lay = self.layout
+        recipe, _ = self.recipe_codecs
+        lengths = recipe.item_lengths(self.src.index.sizes_for(lay.linear))
+        if lengths is None or lay.files.size == 0:
+            return None
+        starts = np.searchsorted(lay.flin, lay.files)
+        sizes = np.add.reduceat(lengths, starts)
+        if self.use_shards:
+            sizes = sizes + INDEX_ENTRY.itemsize * math.prod(self.factors) + INDEX_CRC.size
+        return sizes
+
     def chunk_entries(self) -> dict[str, Node]:
         """``c`` (a directory tree of shard/chunk files, or the file of a scalar)."""
         lay = self.layout
@@ -312,9 +325,12 @@ class ArrayPlan:
         coords = np.stack(np.unravel_index(lay.files, lay.file_grid), axis=-1) if lay.files.size else \
             np.zeros((0, len(lay.file_grid)), dtype=np.int64)
 
+        sizes = self.file_sizes()
+
         def make_file(name: str, row: int) -> FileNode:
             pos = int(lay.files[row])
-            return FileNode(name, lambda: self.file_vfile(pos), mtime)
+            hint = None if sizes is None else (lambda: int(sizes[row]))
+            return FileNode(name, lambda: self.file_vfile(pos), mtime, size_hint=hint)
 
         return {CHUNK_DIR: cs.coord_tree(CHUNK_DIR, coords, np.arange(len(coords)), 0, make_file, mtime)}
 

@@ -186,6 +186,21 @@ def test_attributes_and_axis_keys(rendered):
     assert arr["dimensions"] == [3, 20] and arr["blockSize"] == [3, 8]
 
 
+def test_listing_and_stat_read_no_chunk_data(domain):
+    from polyfs.views.base import ViewContext
+
+    counting = corpus.CountingStore(domain[0])
+    ctx = ViewContext(Catalog(counting))
+    model = ctx.catalog.load(corpus.DOMAIN)
+    files = corpus.walk_files(n5.domain_node(model, ctx, STEM), [])
+    assert len(files) > 100
+    bad = [r for r in counting.reads if not r[1].endswith(".json") and "/polyfs" not in "/" + r[1]
+           and not (r[0] == "get_range" and r[2] == 0 and r[3] <= 16)]
+    assert not bad, bad[:5]
+    for node, size in files:
+        assert node.vfile().size == size, node.name
+
+
 def test_header_layout_roundtrip():
     hdr = n5.block_header((3, 2, 1))
     assert hdr == bytes.fromhex("0000 0003 00000003 00000002 00000001".replace(" ", ""))

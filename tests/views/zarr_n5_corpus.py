@@ -230,3 +230,32 @@ def chunk_coords(grid: tuple) -> list[tuple]:
 
 def json_load(path) -> Any:
     return json.loads(open(path, "rb").read())
+
+
+class CountingStore:
+    """Delegates to a store and records every read of chunk bytes."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.reads: list[tuple] = []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def get(self, key, *a, **kw):
+        self.reads.append(("get", key))
+        return self._inner.get(key, *a, **kw)
+
+    def get_range(self, key, start, length, *a, **kw):
+        self.reads.append(("get_range", key, start, length))
+        return self._inner.get_range(key, start, length, *a, **kw)
+
+
+def walk_files(node, out):
+    """(file node, size as stat sees it) for every file below ``node``."""
+    for name, child in node.entries().items():
+        if child.is_dir:
+            walk_files(child, out)
+        else:
+            out.append((child, child.size()))
+    return out
