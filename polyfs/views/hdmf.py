@@ -25,8 +25,11 @@ two, which polyfs follows so NWB tools read the view:
   from this domain's view root to the target domain's view root (e.g.
   ``../other.zarr``), which resolves inside the mount.
 - **Dimension scales** (``CLASS=DIMENSION_SCALE``, ``NAME``,
-  ``DIMENSION_LIST``) give Zarr ``dimension_names``; the attributes
-  themselves are kept (references mapped as above).
+  ``DIMENSION_LIST``) give Zarr ``dimension_names`` (a scale's NAME, or its
+  link name when NAME is netCDF's "This is a netCDF dimension but not a
+  netCDF variable" placeholder); without scales, xarray's
+  ``_ARRAY_DIMENSIONS`` attribute does. The attributes themselves are kept
+  (references mapped as above).
 
 The Zarr v3 data type of each HDF5 type (what zarr-python 3.1 reads) is
 decided here too (:func:`zarr_type`), with its fill value encoding.
@@ -245,7 +248,7 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
         return [scale_name(ds, path)] + [None] * (rank - 1) if rank == 1 else None
     attr = ds.attributes.get("DIMENSION_LIST")
     if attr is None:
-        return None
+        return _array_dimensions(ds, rank)
     try:
         arr = values.to_numpy(attr.type, attr.shape, attr.value)
     except (PolyfsError, ValueError, TypeError):
@@ -262,6 +265,22 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
                     break
         names.append(name)
     return names if any(n is not None for n in names) else None
+
+
+def _array_dimensions(ds: Dataset, rank: int) -> list[str | None] | None:
+    """xarray's ``_ARRAY_DIMENSIONS`` attribute (Zarr v2 data imported as is), if well formed."""
+    attr = ds.attributes.get("_ARRAY_DIMENSIONS")
+    if attr is None:
+        return None
+    try:
+        v = attribute_json(attr, {})
+    except (PolyfsError, ValueError, TypeError):
+        return None
+    if isinstance(v, str):
+        v = [v]
+    if isinstance(v, list) and len(v) == rank and all(isinstance(x, str) for x in v):
+        return list(v)
+    return None
 
 
 # -- Zarr v3 data types -------------------------------------------------------------------
