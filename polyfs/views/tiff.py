@@ -44,12 +44,14 @@ caller-placed fill tile.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidInput, NotFound
+from ..codecs.pipeline import Pipeline
 from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel
 from ..model.types import EnumType, FloatType, IntType, resolved
@@ -58,7 +60,7 @@ from . import tiffmeta
 from .base import DirNode, FileNode, Node, ViewContext
 from .tiffstructs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size,
                           ifd_chain, row_entries)
-from .tifftiles import Geometry, TileData, plan_tiles
+from .tifftiles import Geometry, TileData, plan_tiles, tiff_code, zero_copy
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +218,33 @@ def image_like(ds: Dataset) -> bool:
     return isinstance(t, (IntType, FloatType))
 
 
+def describe(ds: Dataset, pipe: Pipeline, level: int = 6) -> str:
+    """How the TIFF view serves a dataset whose effective pipeline is ``pipe``
+    ("zero-copy", "transcoded (<why>) to deflate/uncompressed", "-" if not shown);
+    pure: no store access (``polyfs info``)."""
+    if not image_like(ds):
+        return "-"
+    if zero_copy(ds, None, pipe):
+        return "zero-copy"
+    why = []
+    if tiff_code(pipe) is None:
+        why.append(f"{'+'.join(f.name for f in pipe.filters)} has no TIFF compression code")
+    if any(c != 1 for c in ds.chunks[:-2]) and not pipe.is_identity:
+        why.append(f"chunks are {math.prod(ds.chunks[:-2])} planes deep")
+    if ds.chunks[-1] % 16 or ds.chunks[-2] % 16:
+        why.append(f"chunk plane {ds.chunks[-2]}x{ds.chunks[-1]} is not a multiple of 16")
+    target = "uncompressed tiles" if level == 0 else f"deflate level {level}"
+    return f"transcoded ({'; '.join(why)}) to {target}"
+
+
+def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
+    """:func:`describe` for a dataset path of a loaded domain."""
+    ds = model.resolve(path)
+    if not isinstance(ds, Dataset):
+        return "-"
+    return describe(ds, ctx.catalog.pipeline(ds), ctx.options.tiff_deflate_level)
+
+
 def build_vfile(ds: Dataset, parent: Group | None, name: str, title: str, ctx: ViewContext) -> VFile:
     """Plan the tiles (measuring transcoded ones), describe the image, lay the file out."""
     idx = ctx.catalog.chunk_index(ds)
@@ -286,4 +315,5 @@ def _tree(model: DomainModel, ctx: ViewContext) -> dict[str, Node]:
 
 
 __all__ = ["SUFFIX", "KIND", "TiffImage", "tiff_metadata", "tiff_metadata_size", "tiff_header",
-           "needs_bigtiff", "dataset_image", "compose", "domain_node", "image_like", "Geometry"]
+           "needs_bigtiff", "dataset_image", "compose", "domain_node", "image_like", "describe", "serving",
+           "Geometry"]

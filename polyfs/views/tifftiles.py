@@ -146,7 +146,8 @@ def _ravel(coords: np.ndarray, dims: np.ndarray) -> np.ndarray:
 
 
 # -- zero-copy ---------------------------------------------------------------------
-def zero_copy(ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> bool:
+def zero_copy(ds: Dataset, idx: ChunkIndex | None, pipe: Pipeline) -> bool:
+    """Are the stored chunks (or their planes) valid TIFF tiles? Pure: ``idx`` is not needed."""
     code = tiff_code(pipe)
     cy, cx = ds.chunks[-2:]
     if code is None or cy % 16 or cx % 16:

@@ -332,3 +332,16 @@ def test_listing_has_only_image_datasets(tmp_path):
     path = tmp_path / "img.tif"
     path.write_bytes(b)
     np.testing.assert_array_equal(tifffile.imread(path), np.arange(400, dtype="<u2").reshape(20, 20))
+
+
+def test_describe_for_polyfs_info(view):
+    cat = view["ctx"].catalog
+    for case in CASES:
+        ds = view["model"].resolve(f"{case.group}/{case.name}")
+        text = tiff.describe(ds, cat.pipeline(ds))
+        assert (text == "zero-copy") == case.zero_copy, (case.name, text)
+        assert tiff.serving(view["model"], view["ctx"], f"{case.group}/{case.name}") == text
+    ds = view["model"].resolve("/f64be_blosc_cube")
+    assert tiff.describe(ds, cat.pipeline(ds)) == \
+        "transcoded (blosc has no TIFF compression code; chunks are 32 planes deep) to deflate level 6"
+    assert tiff.describe(ds, cat.pipeline(ds), level=0).endswith("to uncompressed tiles")
