@@ -123,10 +123,6 @@ def shard_index_bytes(nentries: int, positions: np.ndarray, offsets: np.ndarray,
     return raw + INDEX_CRC.pack(crc=crc32c.crc32c(raw))
 
 
-def coord_name(coords: Any) -> str:
-    return "/".join(str(int(c)) for c in coords)
-
-
 # -- codecs and recipes -----------------------------------------------------------------
 def vlen_count(n: int) -> bytes:
     return VLEN_COUNT.pack(count=n)
@@ -197,7 +193,8 @@ def _reference_recipe(src: cs.ChunkSource, paths: dict[str, str], count: int) ->
             items.append(b"" if ref is None else json.dumps(ref).encode("utf-8"))
         return vlen_utf8(items)
 
-    t = cs.Transcoding(("zarr-refs-json",), cs.identity, refs_to_json, None)
+    # the output depends on where the targets are: the paths are part of the cache key
+    t = cs.Transcoding(("zarr-refs-json", hash(frozenset(paths.items()))), cs.identity, refs_to_json, None)
     return cs.transcoded(t, "object references as JSON text")
 
 

@@ -228,6 +228,8 @@ def test_metadata_documents(sharded):
     assert er_links["again"] == {"name": "again", "source": ".", "path": "/bool_2d_deflate", "h5_link": "hard"}
     assert links["ext"] == {"name": "ext", "source": "../../other/file.zarr", "path": "/data", "h5_link": "external"}
     assert (root / links["ext"]["source"]).resolve() == (root.parent.parent / "other" / "file.zarr").resolve()
+    assert sorted(g.keys()) == sorted({c.path.split("/")[1] for c in corpus.CASES} | {"refs", "x"})
+    assert not (root / "vlen_seq").exists() and not (root / "mytype").exists()
     # dimension scales -> dimension_names
     fsd = g["f32_2d_shuffle_deflate"]
     assert fsd.metadata.dimension_names == (None, "x")
@@ -251,6 +253,25 @@ def test_metadata_documents(sharded):
     assert _array_meta(root, corpus.BY_NAME["s_vlen_none"])["fill_value"] == "none"
     assert _array_meta(root, corpus.BY_NAME["f64_3d_zstd_be"])["codecs"][0]["configuration"]["codecs"][0] == \
         {"name": "bytes", "configuration": {"endian": "big"}}
+
+
+def test_hdmf_helpers():
+    from polyfs.model import types as T
+    from polyfs.errors import UnsupportedType
+    from polyfs.views import hdmf
+
+    assert hdmf.external_source("/lab/run1.h5", "other.h5", ".zarr") == "../other.zarr"
+    assert hdmf.external_source("/lab/run1.h5", "/x/y/z.h5", ".n5") == "../../x/y/z.n5"
+    assert hdmf.json_safe({"a": [float("nan"), float("inf"), np.float32(1.5)], "b": np.int64(3)}) == \
+        {"a": ["NaN", "Infinity", 1.5], "b": 3}
+    for t in (T.VlenType(T.IntType(4, True)), T.ReferenceType("region"),
+              T.CompoundType((("v", T.StringType(None)),)), T.ArrayType(T.StringType(None), (2,))):
+        with pytest.raises(UnsupportedType):
+            hdmf.zarr_type(t)
+    zt = hdmf.zarr_type(T.ArrayType(T.IntType(2, True, ">"), (2, 3)))
+    assert (zt.data_type, zt.endian, zt.inner) == ("int16", "big", (2, 3))
+    assert hdmf.zarr_fill(hdmf.zarr_type(T.FloatType(4)), T.FloatType(4), "-Infinity") == "-Infinity"
+    assert hdmf.zarr_fill(hdmf.zarr_type(T.BOOL), T.BOOL, None) is False
 
 
 # -- shard shape rule and options ---------------------------------------------------------------

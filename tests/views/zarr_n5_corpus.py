@@ -209,6 +209,11 @@ def build(catalog) -> dict[str, Any]:
         w.set_attr(root, "matrix", T.IntType(2, True, ">"), Shape("simple", (2, 3)), [[1, 2, 3], [4, 5, 6]])
         w.set_attr(tgt, "units", VSTR, Shape("scalar"), "um")
         w.set_attr(tgt, "resolution", T.FloatType(8), Shape("simple", (3,)), [4.0, 2.0, 1.0])
+        vs = w.add_dataset(w.root, "vlen_seq", T.VlenType(T.IntType(4, True, "<")), Shape("simple", (3,)), (3,))
+        seq = np.empty(3, dtype=object)
+        seq[:] = [np.arange(2, dtype="<i4"), np.arange(0, dtype="<i4"), np.arange(4, dtype="<i4")]
+        w.write_array(vs, seq)  # no Zarr/N5 form: not shown
+        w.add_datatype(w.root, "mytype", CMPD_LE)  # committed types are not shown either
         w.link_soft(groups["deep"], "soft", "er/u64_5d_deflate_be")
         w.link_hard(groups["deep/er"], "again", out["bool_2d_deflate"])  # canonical: /bool_2d_deflate (DFS order)
         w.link_external(groups["deep"], "ext", "/other/file.h5", "/data")
