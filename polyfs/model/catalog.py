@@ -176,14 +176,23 @@ class Catalog:
             idx = self._chunk_index.get(dataset.id)
         if idx is not None:
             return idx
-        prefix = keys.dataset_prefix(dataset.id)
-        listing = self.store.list_dir(prefix)
-        n = len(prefix)
-        idx = ChunkIndex.from_listing(dataset.id, prefix, dataset.grid,
-                                      ((o.key[n:], o.size) for o in listing.objects))
+        self.prefetch_chunk_indexes([dataset])
         with self._lock:
-            self._chunk_index[dataset.id] = idx
-        return idx
+            return self._chunk_index[dataset.id]
+
+    def prefetch_chunk_indexes(self, datasets: Iterable[Dataset]) -> None:
+        """List the chunks of many datasets in one bulk store call (a view laying
+        out a whole domain needs them all; one listing per dataset costs a
+        Python object per chunk)."""
+        with self._lock:
+            todo = {keys.dataset_prefix(d.id): d for d in datasets if d.id not in self._chunk_index}
+        if not todo:
+            return
+        records = self.store.list_records(list(todo))
+        built = {d.id: ChunkIndex.from_records(d.id, p, d.grid, records.get(p, b"")) for p, d in todo.items()}
+        with self._lock:
+            for did, idx in built.items():
+                self._chunk_index.setdefault(did, idx)
 
     def declared_pipeline(self, dataset: Dataset) -> Pipeline:
         return Pipeline.from_json(dataset.filters, _filter_itemsize(dataset), where=f"dataset {dataset.id}")

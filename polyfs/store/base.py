@@ -53,6 +53,9 @@ class Store(abc.ABC):
 
     url: str = ""
     read_only: bool = False
+    # True where each request is a round trip (object stores): readers then
+    # coalesce ranges and fetch them in parallel; local reads go one by one.
+    concurrent_fetches: bool = False
 
     @abc.abstractmethod
     def get(self, key: str) -> bytes:
@@ -61,6 +64,12 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get_range(self, key: str, start: int, length: int) -> bytes:
         """``length`` bytes from ``start`` (short only at the object's end)."""
+
+    def read_into(self, key: str, start: int, buf: memoryview) -> int:
+        """Read ``len(buf)`` bytes from ``start`` straight into ``buf``; returns bytes read."""
+        data = self.get_range(key, start, len(buf))
+        buf[:len(data)] = data
+        return len(data)
 
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Several ``(start, length)`` ranges of one object."""
@@ -85,6 +94,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def list_dir(self, prefix: str = "") -> Listing:
         """One level below ``prefix`` (which is empty or ends with ``/``)."""
+
+    def list_records(self, prefixes: Sequence[str]) -> dict[str, bytes]:
+        """For each prefix (ending with ``/``): its direct child objects as compact
+        records ``<size>_<name>\\0``, concatenated. This is the bulk listing a view
+        needs to lay out a million chunks without a Python object per chunk;
+        backends override it with something faster than one ``list_dir`` each."""
+        out = {}
+        for prefix in prefixes:
+            n = len(prefix)
+            out[prefix] = b"".join(f"{o.size}_{o.key[n:]}".encode("utf-8", "surrogateescape") + b"\0"
+                                   for o in self.list_dir(prefix).objects)
+        return out
 
     def exists(self, key: str) -> bool:
         from ..errors import NotFound

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat as _stat
+import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -17,6 +20,7 @@ from ..errors import NotFound, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
 
 TMP_PREFIX = ".polyfs-tmp-"
+FIND_BATCH_MIN = 16  # below this many directories, scandir is as fast as starting find
 
 
 class LocalStore(Store):
@@ -62,6 +66,22 @@ class LocalStore(Store):
             raise self._io_error(key, exc) from None
         try:
             return os.pread(fd, length, start) if length else b""
+        finally:
+            os.close(fd)
+
+    def read_into(self, key: str, start: int, buf: memoryview) -> int:
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
+        except OSError as exc:
+            raise self._io_error(key, exc) from None
+        try:
+            done = 0
+            while done < len(buf):
+                n = os.preadv(fd, [buf[done:]], start + done)
+                if n == 0:
+                    break
+                done += n
+            return done
         finally:
             os.close(fd)
 
@@ -202,3 +222,49 @@ class LocalStore(Store):
         prefixes.sort()
         objects.sort(key=lambda o: o.key)
         return Listing(tuple(prefixes), tuple(objects))
+
+    def list_records(self, prefixes) -> dict[str, bytes]:
+        """Bulk listing with GNU find, one process per CPU.
+
+        A ``stat`` per object is unavoidable to learn sizes; find does it in C
+        (about 2 us each here), where a Python scandir loop costs three times
+        that. Each start directory prints a ``D0`` marker before its entries,
+        so the output splits back per prefix; any surprise (a missing
+        directory, no find) falls back to the portable listing.
+        """
+        prefixes = list(prefixes)
+        find = shutil.which("find")
+        if len(prefixes) < FIND_BATCH_MIN or find is None:
+            return super().list_records(prefixes)
+        for p in prefixes:
+            check_prefix(p)
+        nproc = max(1, min(os.cpu_count() or 1, 4, len(prefixes)))
+        parts = [prefixes[i::nproc] for i in range(nproc)]
+        outs: list[tempfile._TemporaryFileWrapper] = []
+        procs = []
+        try:
+            for part in parts:
+                out = tempfile.TemporaryFile()
+                outs.append(out)
+                cmd = [find, *(str(self.root / p) for p in part), "-maxdepth", "1",
+                       "(", "-type", "d", "-printf", "D%d\\0", ")", "-o",
+                       "(", "-type", "f", "!", "-name", TMP_PREFIX + "*", "-printf", "%s_%f\\0", ")"]
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL))
+            result: dict[str, bytes] = {}
+            for part, proc, out in zip(parts, procs, outs):
+                proc.wait()
+                out.seek(0)
+                segments = out.read().split(b"D0\0")
+                if proc.returncode != 0 or len(segments) != len(part) + 1 or segments[0]:
+                    return super().list_records(prefixes)
+                for prefix, seg in zip(part, segments[1:]):
+                    if seg.startswith(b"D1\0") or b"\0D1\0" in seg:  # subdirectories: not objects here
+                        seg = b"".join(r + b"\0" for r in seg.split(b"\0") if r and r != b"D1")
+                    result[prefix] = seg
+            return result
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+            for out in outs:
+                out.close()

@@ -42,6 +42,7 @@ class S3Store(Store):
         self.prefix = parsed.path.strip("/")
         self.url = url
         self.read_only = read_only
+        self.concurrent_fetches = True
         from obstore.store import S3Store as _S3
 
         config: dict[str, Any] = {}
@@ -172,3 +173,17 @@ class S3Store(Store):
             )
         )
         return Listing(prefixes, objects)
+
+    def list_records(self, prefixes) -> dict[str, bytes]:
+        """One delimiter listing per prefix, many at a time (each is a round trip)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        prefixes = list(prefixes)
+        if len(prefixes) <= 1:
+            return super().list_records(prefixes)
+        with ThreadPoolExecutor(min(16, len(prefixes))) as pool:
+            parts = pool.map(lambda p: super(S3Store, self).list_records([p]), prefixes)
+            out: dict[str, bytes] = {}
+            for part in parts:
+                out.update(part)
+        return out

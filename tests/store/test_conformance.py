@@ -152,3 +152,29 @@ def test_local_delete_prunes_empty_dirs(tmp_path):
     store.put("x/y/z", b"1")
     store.delete("x/y/z")
     assert not os.path.exists(tmp_path / "s" / "x")
+
+
+def _records(blob: bytes) -> set[bytes]:
+    return set(r for r in blob.split(b"\0") if r)
+
+
+def test_bulk_listing_records(store):
+    prefixes = [f"db/u/d/{i:03d}/" for i in range(20)]  # enough for the local backend's find path
+    for i, p in enumerate(prefixes):
+        store.put(p + ".dataset.json", b"{}")
+        for j in range(i % 4):
+            store.put(f"{p}{j}_{i}", b"x" * (j + 10))
+    store.put("db/u/d/000/sub/deeper", b"not a direct child")
+    rec = store.list_records(prefixes)
+    assert set(rec) == set(prefixes)
+    for i, p in enumerate(prefixes):
+        want = {b"2_.dataset.json"} | {f"{j + 10}_{j}_{i}".encode() for j in range(i % 4)}
+        assert _records(rec[p]) == want, p
+
+
+def test_read_into(store):
+    store.put("r", bytes(range(100)))
+    buf = bytearray(10)
+    assert store.read_into("r", 95, memoryview(buf)) == 5 and bytes(buf[:5]) == bytes(range(95, 100))
+    with pytest.raises(NotFound):
+        store.read_into("missing", 0, memoryview(buf))

@@ -256,15 +256,11 @@ class DomainRenderer:
                 self.datasets[ds.id] = self._plan_placed(ds, *self.placed[ds.id])
             return
         catalog = self.ctx.catalog
-
-        def prefetch(ds: Dataset) -> None:
-            if ds.shape.kind == "simple" or ds.shape.kind == "scalar":
-                catalog.chunk_index(ds)
-                catalog.pipeline(ds)
-
-        if len(order) > 1 and _remote(catalog.store):  # local listings are CPU-bound: threads only slow them
+        # one bulk listing for every dataset's chunks, then the pipelines (a 16-byte sniff each)
+        catalog.prefetch_chunk_indexes([ds for ds in order if ds.shape.kind in ("simple", "scalar")])
+        if len(order) > 1 and _remote(catalog.store):  # sniffs are round trips: overlap them
             with ThreadPoolExecutor(8) as pool:
-                list(pool.map(prefetch, order))
+                list(pool.map(catalog.pipeline, order))
         for ds in order:
             self.datasets[ds.id] = self._plan_dataset(ds)
 
