@@ -33,7 +33,7 @@ import numpy as np
 
 from ..codecs.pipeline import GZIP_HEADER, ZLIB_HEADER_LEN, ZLIB_TRAILER_LEN, Pipeline, gzip_trailer
 from ..codecs.registry import DEFLATE
-from ..errors import CodecError
+from ..errors import ChunkMissing, CodecError
 from ..model.chunks import ChunkIndex
 from ..model.schema import Dataset
 from ..vfile import ChunkRun, Produced, Segment
@@ -173,7 +173,8 @@ class ChunkSource:
     def sizes(self, linear: np.ndarray) -> np.ndarray:
         sizes = self.index.sizes_for(linear)
         if np.any(sizes < 0):
-            raise ValueError("build_items was given chunks that do not exist")
+            missing = int(np.asarray(linear)[sizes < 0][0])
+            raise ChunkMissing(f"chunk {self.index.key(missing)} is not in the chunk index of {self.dataset.id}")
         return sizes
 
     def transcoded_chunk(self, linear: int, t: Transcoding) -> TranscodedChunk:
