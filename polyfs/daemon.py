@@ -41,6 +41,15 @@ def mounted_fs(mountpoint: str) -> str | None:
     return None
 
 
+def _alive(mountpoint: str) -> bool:
+    """False for a FUSE mount whose daemon is gone (ENOTCONN / ECONNABORTED)."""
+    try:
+        os.listdir(mountpoint)
+        return True
+    except OSError as exc:
+        return exc.errno not in (errno.ENOTCONN, errno.ECONNABORTED)
+
+
 def preflight(cfg: config_mod.MountConfig) -> None:
     """Everything that can be checked before mounting, each with one clear message."""
     mp = cfg.mountpoint
@@ -54,7 +63,10 @@ def preflight(cfg: config_mod.MountConfig) -> None:
         raise MountError(f"mountpoint {mp}: {exc.strerror}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise MountError(f"mountpoint {mp} is not a directory")
-    if mounted_fs(mp) is not None or os.path.ismount(mp):
+    fstype = mounted_fs(mp)
+    if fstype is not None or os.path.ismount(mp):
+        if fstype and fstype.startswith("fuse") and not _alive(mp):
+            raise MountError(f"mountpoint {mp} is a dead FUSE mount; run 'polyfs umount {mp}' first")
         raise MountError(f"mountpoint {mp} is busy (something is already mounted there)")
     try:
         dev = os.stat("/dev/fuse")
