@@ -140,7 +140,7 @@ def test_chunk_btree_levels_and_keys(n):
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) + (5 << 32)  # past 4 GiB
     tree = btree.ChunkBTree("bt", grid, (16, 8), linear, sizes, None, offsets)
     base = 4096
-    data = tree.render(lambda k: base)
+    data = tree.nodes(base, 0)  # what render returns, eagerly or from its lazy producer
     assert len(data) == tree.size == sum(tree.levels) * structs.chunk_node_dtype(2).itemsize
     assert tree.levels[-1] == 1 and len(tree.levels) == max(1, int(np.ceil(np.log(n) / np.log(64) - 1e-9)))
     entries = _parse_chunk_tree(data, base, 2, base)

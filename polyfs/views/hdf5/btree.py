@@ -17,12 +17,14 @@ up to 8 entries sorted by name (byte order, as ``strcmp``).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 import numpy as np
 
 from ...errors import UnsupportedType
+from ...vfile import Produced
 from .layout import AddrKey, Blob, Block
 from .structs import (BTREE_CHUNK, BTREE_GROUP, BTREE_V1, CACHE_NONE, CACHE_SLINK, CHUNK_K, GROUP_INTERNAL_K,
                       GROUP_LEAF_K, LOCAL_HEAP, SCRATCH_SLINK, SNOD, SYMBOL_TABLE_ENTRY, UNDEF, chunk_key_dtype,
@@ -93,8 +95,17 @@ class ChunkBTree:
         keys["offsets"][n, :self.rank] = (coords[-1] + 1) * dims
         return keys
 
-    def render(self, resolve) -> bytes:
+    def render(self, resolve) -> bytes | list:
+        """The nodes' bytes; a big tree is rendered lazily, when first read, by a
+        producer (its size is fixed by the chunk count, so planning never waits
+        for it: a domain of a million chunks opens without packing 16,000 nodes)."""
         base = resolve(self.key)
+        data_base = 0 if self.data_key is None else resolve(self.data_key)
+        if sum(self.levels) <= LAZY_NODES:
+            return self.nodes(base, data_base)
+        return [Produced(LazyNodes(self, base, data_base, next(_SERIAL)))]
+
+    def nodes(self, base: int, data_base: int) -> bytes:
         node_size = self.node_dtype.itemsize
         starts = _node_order(self.levels)
         nodes = np.zeros(sum(self.levels), dtype=self.node_dtype)
@@ -102,7 +113,6 @@ class ChunkBTree:
         hdr["signature"] = b"TREE"
         hdr["node_type"] = BTREE_CHUNK
         keys = self._keys()
-        data_base = 0 if self.data_key is None else resolve(self.data_key)
         children = np.asarray(self.offsets, dtype=np.uint64) + np.uint64(data_base)
         for lv, count in enumerate(self.levels):
             first = starts[lv]
@@ -115,6 +125,31 @@ class ChunkBTree:
             keys = np.concatenate([keys[firsts], keys[-1:]])
             children = addrs
         return nodes.tobytes()
+
+
+LAZY_NODES = 4  # trees with more nodes are rendered on first read
+_SERIAL = itertools.count()
+
+
+@dataclass(frozen=True, eq=False)
+class LazyNodes:
+    """A chunk B-tree's nodes, packed when first read and cached by the reader."""
+
+    tree: ChunkBTree
+    base: int
+    data_base: int
+    serial: int  # distinguishes trees of different plans of the same dataset
+
+    @property
+    def cache_key(self) -> Hashable:
+        return ("hdf5-btree", self.tree.key, self.serial)
+
+    @property
+    def length(self) -> int:
+        return self.tree.size
+
+    def produce(self, ctx) -> bytes:
+        return self.tree.nodes(self.base, self.data_base)
 
 
 def _fill_level(nodes: np.ndarray, keys: np.ndarray, children: np.ndarray, level: int, fanout: int) -> None:
