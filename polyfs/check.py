@@ -86,6 +86,14 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
         report.problems.append(f"{where}: {one_line(exc)}")
         return
     idx = catalog.chunk_index(ds)
+    persisted = catalog.persisted_index_matches(ds)
+    if persisted is False:
+        if repair:
+            catalog.chunk_changed(keys.chunk_key(ds.id, (0,) * len(ds.grid or (0,))))
+            idx = catalog.chunk_index(ds)  # listed again, and persisted afresh
+            report.repaired.append(f"{where}: rebuilt its persisted chunk index")
+        else:
+            report.problems.append(f"{where}: persisted chunk index disagrees with the store (run --repair)")
     report.checked["chunks"] += len(idx)
     if deep and not ds.type.is_vlen:
         for linear in idx.linear:
@@ -101,13 +109,19 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
     for linear in idx.linear:
         key = idx.key(int(linear))
         size = idx.size_of(int(linear))
+        if size < 6:
+            report.problems.append(f"{where}: chunk {key} is {size} bytes, too short for a zlib stream")
+            continue
         adler = int.from_bytes(catalog.store.get_range(key, size - 4, 4), "big")
         if table.lookup(int(linear), adler) is None:
             if not repair:
                 report.problems.append(f"{where}: CRC32 of chunk {key} is missing or stale (run --repair)")
                 continue
             stream = catalog.store.get(key)
-            stale.append((int(linear), adler32_of_zlib(stream), zlib.crc32(zlib.decompress(stream))))
+            try:
+                stale.append((int(linear), adler32_of_zlib(stream), zlib.crc32(zlib.decompress(stream))))
+            except zlib.error as exc:
+                report.problems.append(f"{where}: chunk {key} is not a valid zlib stream ({exc})")
     if stale:
         catalog.save_crcs(ds.id, stale)
         report.repaired.append(f"{where}: rebuilt {len(stale)} CRC32 entries")
@@ -125,7 +139,8 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
 
 def _check_orphans(catalog: Catalog, live: set[str], repair: bool, report: Report) -> None:
     store = catalog.store
-    for sub, base in ((keys.DB, keys.DB), (keys.DERIVED + "crc32/", keys.DERIVED + "crc32/")):
+    derived = [keys.DERIVED + kind + "/" for kind in keys.DERIVED_KINDS]
+    for sub, base in [(keys.DB, keys.DB)] + [(d, d) for d in derived]:
         for prefix in store.list_dir(sub).prefixes:
             uuid1 = prefix[len(base):]
             if keys.DB + uuid1 in live:

@@ -85,7 +85,7 @@ def open_checked_store(cfg: config_mod.MountConfig):
     from .store import open_store
 
     try:
-        store = open_store(cfg.store, read_only=True)
+        store = open_store(cfg.store, read_only=cfg.read_only)  # writable: polyfs keeps derived data
         store.list_dir("")  # reachable, listable (bucket exists, credentials work)
     except PolyfsError as exc:
         raise MountError(f"cannot open store {cfg.store}: {one_line(exc)}") from None

@@ -28,6 +28,10 @@ class ChunkMissing(StoreError):
     """A chunk object that a listing promised has vanished from the store."""
 
 
+class ChunkChanged(ChunkMissing):
+    """A chunk object whose size differs from the listing a file was laid out from."""
+
+
 class PreconditionFailed(StoreError):
     """A conditional write lost a race."""
 

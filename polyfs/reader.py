@@ -14,7 +14,7 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Hashable
 
-from .errors import ChunkMissing, NotFound
+from .errors import ChunkChanged, ChunkMissing, NotFound
 from .vfile import LiteralPiece, Piece, ProducedPiece, RangePiece, VFile, coalesce
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,13 @@ class Reader:
 
     def _fill_range(self, p: RangePiece, dest: memoryview) -> None:
         try:
-            n = self.store.read_into(p.key, p.start, dest)
+            n = self.store.read_into(p.key, p.start, dest, p.object_size)
+        except ChunkChanged as exc:
+            log.error("%s: the file was laid out from an older listing; it is re-planned on its next open", exc)
+            changed = getattr(getattr(self.ctx, "catalog", None), "chunk_changed", None)
+            if changed is not None:
+                changed(p.key)
+            raise
         except NotFound:
             log.error("chunk object vanished from the store: %s", p.key)
             raise ChunkMissing(f"stored object {p.key} is missing") from None
@@ -173,7 +179,7 @@ class Reader:
     def read(self, vfile: VFile, offset: int, size: int) -> bytes | bytearray:
         """Bytes ``[offset, offset+size)`` of a virtual file (short only at its end)."""
         pieces = vfile.plan(offset, size)
-        if len(pieces) == 1 and isinstance(pieces[0], RangePiece):
+        if len(pieces) == 1 and isinstance(pieces[0], RangePiece) and self.store.concurrent_fetches:
             p = pieces[0]
             return self._fetch(p.key, p.start, p.length)
         return self.execute(pieces)

@@ -30,6 +30,7 @@ class RangePiece:
     key: str
     start: int
     length: int
+    object_size: int = -1  # the stored object's size when planned (-1: unknown); checked on read
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +96,10 @@ class Stored(Segment):
     key: str
     offset: int
     length: int
+    object_size: int = -1  # the whole object's size when planned, if known
 
     def plan(self, start: int, end: int, out: list) -> None:
-        out.append(RangePiece(self.key, self.offset + start, end - start))
+        out.append(RangePiece(self.key, self.offset + start, end - start, self.object_size))
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,7 @@ class ChunkRun(Segment):
             # body
             b0, b1 = max(lo, hl) - hl, min(hi, hl + body) - hl
             if b1 > b0:
-                out.append(RangePiece(self.index.key(int(self.linear[i])), self.skip_head + b0, b1 - b0))
+                out.append(RangePiece(self.index.key(int(self.linear[i])), self.skip_head + b0, b1 - b0, size))
             # tail
             t0, t1 = max(lo, hl + body) - hl - body, hi - hl - body
             if t1 > t0 and self.tail is not None:

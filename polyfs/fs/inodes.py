@@ -21,6 +21,7 @@ class InodeEntry:
     path: str
     node: Node
     lookups: int = 0
+    served: object = None  # the VFile last opened through this inode (page-cache decisions)
 
 
 class InodeTable:

@@ -235,7 +235,11 @@ class Operations(pyfuse3.Operations):
         assert isinstance(entry.node, FileNode)
         vfile = await self._thread(entry.node.vfile)
         fh = self._new_fh(_FileHandle(entry, vfile))
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True, direct_io=False)
+        # The kernel keeps its page cache across opens while the file is unchanged;
+        # a re-planned file (new VFile) drops it, so nobody sees the old layout.
+        unchanged = entry.served is vfile
+        entry.served = vfile
+        return pyfuse3.FileInfo(fh=fh, keep_cache=unchanged, direct_io=False)
 
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> bytes:

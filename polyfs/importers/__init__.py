@@ -91,7 +91,7 @@ def import_source(source, store_url: str, domain: str | None = None, codec: str 
     with DomainWriter(catalog, path, owner=owner, overwrite=overwrite) as writer:
         module.import_into(src, writer, opts)
     if old_root and old_root != writer.root_id:
-        for prefix in (keys.domain_db_prefix(old_root), keys.derived_prefix(old_root)):
+        for prefix in (keys.domain_db_prefix(old_root), *keys.derived_prefixes(old_root)):
             try:
                 store.delete_prefix(prefix)
             except Exception as exc:  # the new domain is in place; leftovers are garbage only

@@ -14,13 +14,16 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
+import numpy as np
+
 from ..codecs.pipeline import Pipeline, adler32_of_zlib, effective
 from ..codecs.registry import DEFLATE
 from ..codecs.sniff import HEAD_BYTES
-from ..errors import NotFound, SchemaError
+from ..errors import NotFound, PolyfsError, SchemaError
 from ..store.base import Store
 from . import ids, keys
-from .chunks import ChunkIndex, CrcTable
+from . import indexcache
+from .chunks import ChunkIndex, CrcTable, storage_grid
 from .schema import Dataset, Datatype, Domain, Group
 from .tree import DomainModel
 from .types import DType
@@ -42,6 +45,9 @@ class Catalog:
         self._pipelines: dict[str, Pipeline] = {}
         self._crc: dict[str, CrcTable] = {}
         self._fetch_threads = fetch_threads
+        self._dataset_domain: dict[str, str] = {}  # dataset id -> domain path (for invalidation)
+        self._generations: dict[str, int] = {}  # domain path -> bumped whenever its files must be re-planned
+        self._untrusted: set[str] = set()  # datasets whose persisted index proved stale
 
     # -- JSON objects ------------------------------------------------------
     def get_json(self, key: str) -> Any:
@@ -93,7 +99,14 @@ class Catalog:
         model = self._load(path)
         with self._lock:
             self._domains[path] = model
+            for did in model.datasets:
+                self._dataset_domain[did] = path
         return model
+
+    def generation(self, path: str) -> int:
+        """Changes whenever files of the domain laid out earlier may be wrong (re-plan them)."""
+        with self._lock:
+            return self._generations.get(keys.normalize_domain(path), 0)
 
     def _load(self, path: str) -> DomainModel:
         try:
@@ -127,7 +140,8 @@ class Catalog:
         frontier = [domain.root]
         with ThreadPoolExecutor(self._fetch_threads) as pool:
             while frontier:
-                bodies = list(pool.map(fetch, frontier)) if len(frontier) > 1 else [fetch(frontier[0])]
+                parallel = len(frontier) > 1 and self.store.concurrent_fetches  # local reads: threads only cost
+                bodies = list(pool.map(fetch, frontier)) if parallel else [fetch(f) for f in frontier]
                 frontier = []
                 for obj_id, body in bodies:
                     cache[obj_id] = body
@@ -181,18 +195,96 @@ class Catalog:
             return self._chunk_index[dataset.id]
 
     def prefetch_chunk_indexes(self, datasets: Iterable[Dataset]) -> None:
-        """List the chunks of many datasets in one bulk store call (a view laying
-        out a whole domain needs them all; one listing per dataset costs a
-        Python object per chunk)."""
+        """The chunk indexes of many datasets: from persisted indexes still valid
+        for their directory's token, else from one bulk store listing (then
+        persisted when the store is writable and the directory held still)."""
         with self._lock:
             todo = {keys.dataset_prefix(d.id): d for d in datasets if d.id not in self._chunk_index}
         if not todo:
             return
-        records = self.store.list_records(list(todo))
-        built = {d.id: ChunkIndex.from_records(d.id, p, d.grid, records.get(p, b"")) for p, d in todo.items()}
+        built: dict[str, ChunkIndex] = {}
+        tokens = {p: self.store.dir_token(p) for p in todo}
+        for p, d in todo.items():
+            if tokens[p] is not None and d.id not in self._untrusted:
+                idx = self._cached_index(d, p, tokens[p][0])
+                if idx is not None:
+                    built[d.id] = idx
+        listed = {p: d for p, d in todo.items() if d.id not in built}
+        if listed:
+            started = indexcache.now()
+            records = self.store.list_records(list(listed))
+            by_rank: dict[int, list[tuple[str, Dataset]]] = {}
+            for p, d in listed.items():
+                by_rank.setdefault(len(storage_grid(d.grid)), []).append((p, d))
+            for group in by_rank.values():  # one numpy parse per rank, not one per dataset
+                blobs = [records.get(p, b"") for p, _ in group]
+                for (p, d), idx in zip(group, ChunkIndex.many_from_records(
+                        [(d.id, p, d.grid) for p, d in group], blobs)):
+                    built[d.id] = idx
+            if not self.store.read_only:
+                for p, d in listed.items():
+                    after = self.store.dir_token(p) if tokens[p] is not None else None
+                    if indexcache.stable(tokens[p], after, started):
+                        self._persist_index(built[d.id], tokens[p][0])
         with self._lock:
             for did, idx in built.items():
                 self._chunk_index.setdefault(did, idx)
+
+    def _cached_index(self, d: Dataset, prefix: str, token: str) -> ChunkIndex | None:
+        try:
+            data = self.store.get(keys.chunk_index_key(d.id))
+        except (NotFound, PolyfsError):
+            return None
+        return indexcache.decode(data, d.id, prefix, storage_grid(d.grid), token)
+
+    def _persist_index(self, idx: ChunkIndex, token: str) -> None:
+        try:
+            self.store.put(keys.chunk_index_key(idx.dataset_id), indexcache.encode(idx, token))
+        except PolyfsError as exc:  # derived data: failing to save it only costs time later
+            log.warning("cannot save the chunk index of %s: %s", idx.dataset_id, exc)
+
+    def persisted_index_matches(self, dataset: Dataset) -> bool | None:
+        """Whether the persisted index equals a real listing (None: none persisted)."""
+        prefix = keys.dataset_prefix(dataset.id)
+        try:
+            data = self.store.get(keys.chunk_index_key(dataset.id))
+        except NotFound:
+            return None
+        token = self.store.dir_token(prefix)
+        cached = indexcache.decode(data, dataset.id, prefix, storage_grid(dataset.grid), token[0]) if token else None
+        records = self.store.list_records([prefix]).get(prefix, b"")
+        real = ChunkIndex.from_records(dataset.id, prefix, dataset.grid, records)
+        return cached is not None and np.array_equal(cached.linear, real.linear) \
+            and np.array_equal(cached.sizes, real.sizes)
+
+    def save_chunk_index(self, dataset: Dataset, linear: np.ndarray, sizes: np.ndarray) -> None:
+        """Persist an index its writer knows to be complete (a new dataset's chunks)."""
+        prefix = keys.dataset_prefix(dataset.id)
+        token = self.store.dir_token(prefix)
+        if token is None:
+            return
+        grid = storage_grid(dataset.grid)
+        linear = np.asarray(linear, np.int64)
+        coords = np.stack(np.unravel_index(linear, grid), axis=-1) if linear.size else np.zeros((0, len(grid)), np.int64)
+        self._persist_index(ChunkIndex._build(dataset.id, prefix, grid, coords, np.asarray(sizes, np.int64)), token[0])
+
+    def chunk_changed(self, key: str) -> None:
+        """A chunk is not what the listing said (rewritten behind our back): forget
+        what was derived from the listing and have the domain's files re-planned."""
+        did = keys.dataset_of_chunk_key(key)
+        if did is None:
+            return
+        with self._lock:
+            self._untrusted.add(did)
+            path = self._dataset_domain.get(did)
+            if path is not None:
+                self._generations[path] = self._generations.get(path, 0) + 1
+        self.invalidate_dataset(did)
+        if not self.store.read_only:
+            try:
+                self.store.delete(keys.chunk_index_key(did))
+            except PolyfsError as exc:
+                log.warning("cannot drop the stale chunk index of %s: %s", did, exc)
 
     def declared_pipeline(self, dataset: Dataset) -> Pipeline:
         return Pipeline.from_json(dataset.filters, _filter_itemsize(dataset), where=f"dataset {dataset.id}")

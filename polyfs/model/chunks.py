@@ -55,6 +55,23 @@ class ChunkIndex:
         return cls._build(dataset_id, prefix, grid, coords, sizes)
 
     @classmethod
+    def many_from_records(cls, specs: list[tuple[str, str, tuple[int, ...]]], blobs: list[bytes]) -> list["ChunkIndex"]:
+        """Indexes of several datasets of one rank from their records, parsed in one pass."""
+        if len(specs) == 1:
+            return [cls.from_records(*specs[0], blobs[0])]
+        rank = len(storage_grid(specs[0][2]))
+        counts = np.asarray([b.count(b"\0") + (1 if b and not b.endswith(b"\0") else 0) for b in blobs],
+                            dtype=np.int64)
+        fields, valid = parse_lines(b"".join(b if not b or b.endswith(b"\0") else b + b"\0" for b in blobs),
+                                    rank + 1, end=0)
+        owner = np.repeat(np.arange(len(specs)), counts)[valid]
+        bounds = np.searchsorted(owner, np.arange(1, len(specs)))
+        out = []
+        for (did, prefix, grid), part in zip(specs, np.split(fields, bounds)):
+            out.append(cls._build(did, prefix, storage_grid(grid), part[:, 1:], part[:, 0]))
+        return out
+
+    @classmethod
     def _build(cls, dataset_id: str, prefix: str, grid: tuple[int, ...], coords: np.ndarray,
                sizes: np.ndarray) -> "ChunkIndex":
         inside = (coords < np.asarray(grid, dtype=np.int64)).all(axis=1)  # beyond the current extent: ignored
@@ -120,9 +137,6 @@ def _parse_names(names: list[str], rank: int) -> tuple[np.ndarray, np.ndarray]:
     return parse_lines("\n".join(names).encode("utf-8", "surrogateescape"), rank)
 
 
-_POW10 = np.asarray([10 ** i for i in range(19)], dtype=np.int64)
-
-
 def parse_lines(text: bytes, rank: int, end: int = 10) -> tuple[np.ndarray, np.ndarray]:
     """Parse ``end``-terminated names ``i_j_k`` into coordinates, all in numpy.
 
@@ -141,38 +155,35 @@ def parse_lines(text: bytes, rank: int, end: int = 10) -> tuple[np.ndarray, np.n
     is_us = buf == 95
     is_sep = is_us | is_nl
     nl = np.flatnonzero(is_nl)
-
-    def per_line(mask: np.ndarray) -> np.ndarray:  # how many bytes of each line are in mask
-        c = np.cumsum(mask, dtype=np.int64)[nl]
-        c[1:] -= c[:-1].copy()
-        return c
-
-    empty_field = is_sep.copy()
-    empty_field[1:] &= is_sep[:-1]  # a separator right after another one (or at the very start)
-    leading_zero = np.zeros(buf.size, dtype=bool)  # "05": not how HSDS names chunks, so not a chunk
-    leading_zero[:-1] = (buf[:-1] == 48) & is_digit[1:]
-    leading_zero[1:] &= is_sep[:-1]
-    leading_zero[0] = buf[0] == 48 and buf.size > 1 and bool(is_digit[1])
-    broken = per_line(~(is_digit | is_sep)) + per_line(empty_field) + per_line(leading_zero)
-    valid = (broken == 0) & (per_line(is_us) == rank - 1)
+    starts = np.empty(nl.size, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = nl[:-1] + 1
+    # a byte that breaks a chunk name: foreign, an empty field ("1__2", "_1"), a leading zero ("05")
+    broken = ~(is_digit | is_sep)
+    broken[0] |= bool(is_sep[0])
+    broken[1:] |= is_sep[1:] & is_sep[:-1]
+    broken[:-1] |= (buf[:-1] == 48) & is_digit[1:] & np.r_[True, is_sep[:-2]]
+    valid = ~np.logical_or.reduceat(broken, starts) \
+        & (np.add.reduceat(is_us.view(np.uint8), starts, dtype=np.int32) == rank - 1)
     if not valid.any():
         return np.zeros((0, rank), dtype=np.int64), valid
-    # Every field ends at a separator; a digit adds d * 10**(distance to that separator - 1).
+    # Fields lie between separators: Horner's rule over at most 18 digit positions,
+    # vectorized across all fields at once (no per-byte cumulative sums).
     sep_all = np.flatnonzero(is_sep)
-    sep_rank = np.cumsum(is_sep) - is_sep  # for each byte: index of the separator closing its field
-    digit_pos = np.flatnonzero(is_digit)
-    fidx = sep_rank[digit_pos]
-    power = sep_all[fidx] - digit_pos - 1
-    if power.size and power.max() > 17:
+    fstart = np.empty(sep_all.size, dtype=np.int64)
+    fstart[0] = 0
+    fstart[1:] = sep_all[:-1] + 1
+    flen = sep_all - fstart
+    longest = int(flen.max()) if flen.size else 0
+    if longest > 18:
         raise ValueError("chunk coordinate or size with more than 18 digits")
-    sums = np.zeros(sep_all.size, dtype=np.int64)
-    if digit_pos.size:
-        vals = (buf[digit_pos].astype(np.int64) - 48) * _POW10[power]
-        first = np.flatnonzero(np.r_[True, fidx[1:] != fidx[:-1]])  # a field's digits are one run
-        sums[fidx[first]] = np.add.reduceat(vals, first)
-    # keep the fields of valid lines: each valid line has exactly ``rank`` fields
-    line_of_sep = np.cumsum(is_nl)[sep_all] - is_nl[sep_all]
-    fields = sums[valid[line_of_sep]]
+    sums = buf[fstart].astype(np.int64) - 48 if longest else np.zeros(sep_all.size, dtype=np.int64)
+    for k in range(1, longest):
+        live = np.flatnonzero(flen > k)
+        sums[live] = sums[live] * 10 + (buf[fstart[live] + k].astype(np.int64) - 48)
+    # keep the fields of valid lines: each line has (its underscores + 1) fields
+    per_line = np.add.reduceat(is_us.view(np.uint8), starts, dtype=np.int64) + 1
+    fields = sums[np.repeat(valid, per_line)]
     return fields.reshape(-1, rank), valid
 
 

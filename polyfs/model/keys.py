@@ -122,5 +122,25 @@ def crc_table_key(dataset_id: str) -> str:
     return f"{DERIVED}crc32/{u1}/{u2}.npy"
 
 
-def derived_prefix(root_id: str) -> str:
-    return f"{DERIVED}crc32/{ids.halves(root_id)[0]}/"
+def chunk_index_key(dataset_id: str) -> str:
+    """polyfs's persisted listing of a dataset's chunks (derived data, see indexcache)."""
+    u1, u2 = ids.halves(dataset_id)
+    return f"{DERIVED}chunks/{u1}/{u2}.idx"
+
+
+DERIVED_KINDS = ("crc32", "chunks")
+
+
+def derived_prefixes(root_id: str) -> list[str]:
+    """Every prefix of derived data belonging to the domain of ``root_id``."""
+    u1 = ids.halves(root_id)[0]
+    return [f"{DERIVED}{kind}/{u1}/" for kind in DERIVED_KINDS]
+
+
+def dataset_of_chunk_key(key: str) -> str | None:
+    """The dataset id a chunk key belongs to, None for other keys."""
+    parts = key.split("/")
+    if len(parts) != 5 or parts[0] != "db" or parts[2] != "d":
+        return None
+    candidate = f"d-{parts[1]}-{parts[3]}"
+    return candidate if ids.ID_RE.match(candidate) else None

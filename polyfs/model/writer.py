@@ -45,6 +45,7 @@ class DomainWriter:
         self.datatypes: dict[str, Datatype] = {}
         self._pipelines: dict[str, Pipeline] = {}
         self._crcs: dict[str, list[tuple[int, int, int]]] = {}
+        self._written: dict[str, dict[int, int]] = {}  # dataset id -> {linear: stored size}
         self._committed = False
         self._touched = False
 
@@ -140,6 +141,7 @@ class DomainWriter:
             raise InvalidInput(f"chunk {list(coords)} is outside the grid {list(grid)} of {ds.id}")
         self._touched = True
         self.store.put(keys.chunk_key(ds.id, coords), stored)
+        self._written.setdefault(ds.id, {})[int(np.ravel_multi_index(coords, grid))] = len(stored)
         p = self._pipelines[ds.id]
         if p.compressor is not None and p.compressor.id == DEFLATE and p.filters[-1].id == DEFLATE:
             if crc32 is None:
@@ -192,6 +194,10 @@ class DomainWriter:
                 self.catalog.save_crcs(did, items)
             for obj in itertools.chain(self.datatypes.values(), self.datasets.values(), self.groups.values()):
                 self.catalog.put_object(obj)
+            for ds in self.datasets.values():  # derived data: the listing a first open would otherwise do
+                written = self._written.get(ds.id, {})
+                self.catalog.save_chunk_index(ds, np.fromiter(written.keys(), np.int64, len(written)),
+                                              np.fromiter(written.values(), np.int64, len(written)))
             self.catalog.put_domain(self.domain)  # last: makes the domain visible
         except BaseException:
             self.abort()
@@ -203,7 +209,7 @@ class DomainWriter:
         """Delete everything this writer put in the store."""
         if self._committed:
             return
-        for prefix in (keys.domain_db_prefix(self.root_id), keys.derived_prefix(self.root_id)):
+        for prefix in (keys.domain_db_prefix(self.root_id), *keys.derived_prefixes(self.root_id)):
             try:
                 self.store.delete_prefix(prefix)
             except Exception as exc:  # keep rolling back the rest

@@ -65,8 +65,12 @@ class Store(abc.ABC):
     def get_range(self, key: str, start: int, length: int) -> bytes:
         """``length`` bytes from ``start`` (short only at the object's end)."""
 
-    def read_into(self, key: str, start: int, buf: memoryview) -> int:
-        """Read ``len(buf)`` bytes from ``start`` straight into ``buf``; returns bytes read."""
+    def read_into(self, key: str, start: int, buf: memoryview, expect_size: int = -1) -> int:
+        """Read ``len(buf)`` bytes from ``start`` straight into ``buf``; returns bytes read.
+
+        ``expect_size`` is the object's size the caller planned with; backends
+        that can check it cheaply raise ChunkChanged when it no longer holds.
+        """
         data = self.get_range(key, start, len(buf))
         buf[:len(data)] = data
         return len(data)
@@ -106,6 +110,12 @@ class Store(abc.ABC):
             out[prefix] = b"".join(f"{o.size}_{o.key[n:]}".encode("utf-8", "surrogateescape") + b"\0"
                                    for o in self.list_dir(prefix).objects)
         return out
+
+    def dir_token(self, prefix: str) -> tuple[str, float] | None:
+        """A cheap change detector for the direct children of ``prefix``:
+        ``(token, mtime)`` that changes whenever an object there is added,
+        removed or replaced by rename; None where the backend has none."""
+        return None
 
     def exists(self, key: str) -> bool:
         from ..errors import NotFound

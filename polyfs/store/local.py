@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import NotFound, ReadOnly, StoreError
+from ..errors import ChunkChanged, NotFound, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
 
 TMP_PREFIX = ".polyfs-tmp-"
@@ -69,12 +69,16 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
-    def read_into(self, key: str, start: int, buf: memoryview) -> int:
+    def read_into(self, key: str, start: int, buf: memoryview, expect_size: int = -1) -> int:
         try:
             fd = os.open(self._path(key), os.O_RDONLY)
         except OSError as exc:
             raise self._io_error(key, exc) from None
         try:
+            if expect_size >= 0:
+                size = os.fstat(fd).st_size
+                if size != expect_size:
+                    raise ChunkChanged(f"stored object {key} is {size} bytes, listed as {expect_size}")
             done = 0
             while done < len(buf):
                 n = os.preadv(fd, [buf[done:]], start + done)
@@ -222,6 +226,15 @@ class LocalStore(Store):
         prefixes.sort()
         objects.sort(key=lambda o: o.key)
         return Listing(tuple(prefixes), tuple(objects))
+
+    def dir_token(self, prefix: str) -> tuple[str, float] | None:
+        """Directory mtime (ns) and inode: every atomic put (a rename) and delete changes it.
+        In-place rewrites by other writers do not; readers catch those by size at read time."""
+        try:
+            st = os.stat(self.root / check_prefix(prefix))
+        except OSError:
+            return None
+        return f"{st.st_mtime_ns}:{st.st_ino}:{st.st_dev}", st.st_mtime
 
     def list_records(self, prefixes) -> dict[str, bytes]:
         """Bulk listing with GNU find, one process per CPU.

@@ -114,23 +114,51 @@ class DomainDir(DirNode):
 
     def _domain_leaf(self, path: str, leaf: str) -> Node:
         """A lazy leaf: the domain is loaded and rendered on first use, not on listing."""
-        holder: dict[str, Node] = {}
-        lock = threading.Lock()
-
-        def real() -> Node:
-            with lock:
-                if "node" not in holder:
-                    model = self.ctx.catalog.load(path)
-                    holder["node"] = self.view.domain_node(model, self.ctx, leaf)
-                return holder["node"]
-
-        node: Node
-        if self.view.kind == "file":
-            node = FileNode(leaf, lambda: real().vfile(), size_hint=lambda: real().size())
-        else:
-            node = DirNode(leaf, lambda: real().entries())
+        render = _DomainRender(self.view, self.ctx, path, leaf)
+        node: Node = _FileLeaf(leaf, render) if self.view.kind == "file" else _DirLeaf(leaf, render)
         node._domain_path = path  # type: ignore[attr-defined]
         return node
+
+
+class _DomainRender:
+    """The view's node for one domain, rendered again whenever the catalog says
+    files laid out earlier may be wrong (its generation for the domain moved)."""
+
+    def __init__(self, view: ViewSpec, ctx: ViewContext, path: str, leaf: str) -> None:
+        self.view, self.ctx, self.path, self.leaf = view, ctx, path, leaf
+        self._node: Node | None = None
+        self._gen = -1
+        self._lock = threading.Lock()
+
+    def node(self) -> Node:
+        gen = self.ctx.catalog.generation(self.path)
+        with self._lock:
+            if self._node is None or gen != self._gen:
+                model = self.ctx.catalog.load(self.path)
+                self._node = self.view.domain_node(model, self.ctx, self.leaf)
+                self._gen = gen
+            return self._node
+
+
+class _FileLeaf(FileNode):
+    def __init__(self, name: str, render: _DomainRender) -> None:
+        super().__init__(name, lambda: render.node().vfile())
+        self._render = render
+
+    def vfile(self):
+        return self._render.node().vfile()
+
+    def size(self) -> int:
+        return self._render.node().size()
+
+
+class _DirLeaf(DirNode):
+    def __init__(self, name: str, render: _DomainRender) -> None:
+        super().__init__(name, lambda: render.node().entries())
+        self._render = render
+
+    def entries(self) -> dict[str, Node]:
+        return self._render.node().entries()
 
 
 class DomainList:

@@ -51,7 +51,8 @@ def test_lookup_getattr_open_read(ops):
     assert stat.S_ISREG(f.st_mode) and f.st_size == 10
     assert run(ops.getattr, f.st_ino, None).st_size == 10
     fi = run(ops.open, f.st_ino, os.O_RDONLY, None)
-    assert fi.keep_cache  # unchanged files keep the kernel page cache
+    assert not fi.keep_cache  # first open: nothing cached to keep
+    assert run(ops.open, f.st_ino, os.O_RDONLY, None).keep_cache  # unchanged: the page cache is kept
     assert run(ops.read, fi.fh, 0, 100) == b"head-23456"
     assert run(ops.read, fi.fh, 3, 4) == b"d-23"
     run(ops.release, fi.fh)

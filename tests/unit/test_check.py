@@ -57,3 +57,19 @@ def test_unreadable_domain_blocks_orphan_deletion(tmp_path):
     r = check_store(url, repair=True)
     assert any("broken.h5" in p for p in r.problems)
     assert check_store(url).checked["chunks"] == 9
+
+
+def test_stale_persisted_chunk_index_is_rebuilt(tmp_path):
+    import os
+
+    from polyfs.model import keys as K
+
+    url, cat, d = make(tmp_path)
+    path = os.path.join(url, K.chunk_key(d.id, (1, 1)))
+    with open(path, "wb") as f:  # an in-place rewrite: the directory token does not move
+        f.write(b"x" * 3)
+    r = check_store(url)
+    assert any("persisted chunk index" in p for p in r.problems)
+    r = check_store(url, repair=True)
+    assert any("persisted chunk index" in x for x in r.repaired)
+    assert not any("persisted chunk index" in p for p in check_store(url).problems)
