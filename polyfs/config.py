@@ -47,7 +47,7 @@ class MountConfig:
     zarr_sharded: bool = True
     tiff_level: int = 6
     cache_mb: int = 256
-    read_ahead_kb: int = 4096
+    read_ahead_kb: int = 1024  # measured: sequential reads peak here, and metadata scans over-read less
     entry_timeout: float = 1.0
     domain_ttl: float = 5.0
     threads: int = 16
