@@ -176,6 +176,43 @@ class Reader:
             pos += n
         return out
 
+    def read_nowait(self, vfile: VFile, offset: int, size: int) -> bytearray | None:
+        """The read, if it can be served without blocking (literal bytes, cached
+        produced bytes, stored ranges already in the page cache); else None and
+        the caller does :meth:`read` in a worker thread."""
+        pieces = vfile.plan(offset, size)
+        total = 0
+        for p in pieces:
+            if isinstance(p, ProducedPiece):
+                if self.cache.get(p.producer.cache_key) is None:
+                    return None
+            total += len(p.data) if isinstance(p, LiteralPiece) else p.length
+        out = bytearray(total)
+        view = memoryview(out)
+        pos = 0
+        for p in pieces:
+            if isinstance(p, LiteralPiece):
+                n = len(p.data)
+                view[pos:pos + n] = p.data
+            elif isinstance(p, RangePiece):
+                n = p.length
+                try:
+                    got = self.store.read_into_nowait(p.key, p.start, view[pos:pos + n], p.object_size)
+                except (ChunkMissing, NotFound):
+                    return None  # the threaded path reports it (and logs it) properly
+                if got is None:
+                    return None
+                if got != n:
+                    return None
+            else:
+                data = self.cache.get(p.producer.cache_key)
+                if data is None:
+                    return None
+                n = p.length
+                view[pos:pos + n] = memoryview(data)[p.start:p.start + n]
+            pos += n
+        return out
+
     def read(self, vfile: VFile, offset: int, size: int) -> bytes | bytearray:
         """Bytes ``[offset, offset+size)`` of a virtual file (short only at its end)."""
         pieces = vfile.plan(offset, size)

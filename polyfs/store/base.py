@@ -75,6 +75,11 @@ class Store(abc.ABC):
         buf[:len(data)] = data
         return len(data)
 
+    def read_into_nowait(self, key: str, start: int, buf: memoryview, expect_size: int = -1) -> int | None:
+        """Like :meth:`read_into`, but only if it cannot block (data already in memory);
+        None means "would block: do it in a worker thread". Default: always None."""
+        return None
+
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Several ``(start, length)`` ranges of one object."""
         return [self.get_range(key, s, n) for s, n in ranges]

@@ -20,6 +20,7 @@ from ..errors import ChunkChanged, NotFound, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
 
 TMP_PREFIX = ".polyfs-tmp-"
+_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 FIND_BATCH_MIN = 16  # below this many directories, scandir is as fast as starting find
 
 
@@ -70,6 +71,19 @@ class LocalStore(Store):
             os.close(fd)
 
     def read_into(self, key: str, start: int, buf: memoryview, expect_size: int = -1) -> int:
+        n = self._read_into(key, start, buf, expect_size, 0)
+        assert n is not None
+        return n
+
+    def read_into_nowait(self, key: str, start: int, buf: memoryview, expect_size: int = -1) -> int | None:
+        """A read served from the page cache only (``preadv2`` with RWF_NOWAIT): the
+        FUSE loop may do it itself, skipping a thread hand-off that costs more than
+        the copy. None when the data is not cached (or the kernel cannot say)."""
+        if _NOWAIT == 0:
+            return None
+        return self._read_into(key, start, buf, expect_size, _NOWAIT)
+
+    def _read_into(self, key: str, start: int, buf: memoryview, expect_size: int, flags: int) -> int | None:
         try:
             fd = os.open(self._path(key), os.O_RDONLY)
         except OSError as exc:
@@ -81,7 +95,15 @@ class LocalStore(Store):
                     raise ChunkChanged(f"stored object {key} is {size} bytes, listed as {expect_size}")
             done = 0
             while done < len(buf):
-                n = os.preadv(fd, [buf[done:]], start + done)
+                try:
+                    n = os.preadv(fd, [buf[done:]], start + done, flags) if flags else \
+                        os.preadv(fd, [buf[done:]], start + done)
+                except BlockingIOError:
+                    return None
+                except OSError as exc:
+                    if flags and exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+                        return None
+                    raise StoreError(f"{key}: {exc.strerror or exc}") from None
                 if n == 0:
                     break
                 done += n

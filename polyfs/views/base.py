@@ -49,6 +49,11 @@ class Node:
     def is_dir(self) -> bool:
         raise NotImplementedError
 
+    def ready(self) -> bool:
+        """True when ``entries()`` (directories) or ``size()`` (files) would do no I/O,
+        so the FUSE loop may answer itself instead of handing off to a thread."""
+        return False
+
 
 class DirNode(Node):
     """A directory whose entries are computed once by ``loader``."""
@@ -77,6 +82,9 @@ class DirNode(Node):
     def loaded(self) -> bool:
         return self._entries is not None
 
+    def ready(self) -> bool:
+        return self._entries is not None
+
     def reset(self) -> None:
         """Forget the entries so the next ``entries()`` recomputes them."""
         if callable(self._loader):
@@ -92,8 +100,13 @@ class FileNode(Node):
     """
 
     def __init__(self, name: str, builder: Callable[[], VFile] | VFile, mtime: float | None = None,
-                 size_hint: Callable[[], int] | None = None) -> None:
+                 size_hint: Callable[[], int] | None = None, cheap_hint: bool = False,
+                 cheap_build: bool = False) -> None:
+        """``cheap_hint``: the size hint is arithmetic on data already in memory;
+        ``cheap_build``: so is building the VFile (segments from known sizes, no I/O)."""
         self.name = name
+        self.cheap_hint = cheap_hint and size_hint is not None
+        self.cheap_build = cheap_build
         self.mtime = mtime if mtime is not None else time.time()
         self._builder = builder
         self._vfile: VFile | None = builder if isinstance(builder, VFile) else None
@@ -103,6 +116,14 @@ class FileNode(Node):
     @property
     def is_dir(self) -> bool:
         return False
+
+    def ready(self) -> bool:
+        return self._vfile is not None or self.cheap_hint
+
+    @property
+    def built(self) -> bool:
+        """Opening needs no I/O: the VFile exists or is cheap to make."""
+        return self._vfile is not None or self.cheap_build
 
     def vfile(self) -> VFile:
         if self._vfile is None:

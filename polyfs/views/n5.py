@@ -258,7 +258,8 @@ class DatasetPlan:
         def make_file(name: str, row: int) -> FileNode:
             lin = int(lin_sorted[row])
             hint = None if sizes is None else (lambda: int(sizes[row]))
-            return FileNode(name, lambda: self.block_vfile(lin), mtime, size_hint=hint)
+            return FileNode(name, lambda: self.block_vfile(lin), mtime, size_hint=hint, cheap_hint=True,
+                            cheap_build=sizes is not None)
 
         first = cs.coord_tree("", rev, np.arange(len(rev)), 0, make_file, mtime)
         return first.entries()

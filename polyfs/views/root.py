@@ -85,6 +85,9 @@ class DomainDir(DirNode):
             self.reset()
         return super().entries()
 
+    def ready(self) -> bool:
+        return self.loaded and self.domains.fresh() and self.domains.generation() == self._generation
+
     def _load(self) -> dict[str, Node]:
         gen = self.domains.generation()
         out: dict[str, Node] = {}
@@ -130,6 +133,11 @@ class _DomainRender:
         self._gen = -1
         self._lock = threading.Lock()
 
+    def current(self) -> Node | None:
+        """The rendered node if it is up to date (no work needed), else None."""
+        node = self._node
+        return node if node is not None and self._gen == self.ctx.catalog.generation(self.path) else None
+
     def node(self) -> Node:
         gen = self.ctx.catalog.generation(self.path)
         with self._lock:
@@ -151,6 +159,15 @@ class _FileLeaf(FileNode):
     def size(self) -> int:
         return self._render.node().size()
 
+    def ready(self) -> bool:
+        node = self._render.current()
+        return node is not None and node.ready()
+
+    @property
+    def built(self) -> bool:
+        node = self._render.current()
+        return node is not None and getattr(node, "built", False)
+
 
 class _DirLeaf(DirNode):
     def __init__(self, name: str, render: _DomainRender) -> None:
@@ -159,6 +176,10 @@ class _DirLeaf(DirNode):
 
     def entries(self) -> dict[str, Node]:
         return self._render.node().entries()
+
+    def ready(self) -> bool:
+        node = self._render.current()
+        return node is not None and node.ready()
 
 
 class DomainList:
@@ -185,6 +206,10 @@ class DomainList:
             if paths != self._paths:
                 self._paths = paths
                 self._gen += 1
+
+    def fresh(self) -> bool:
+        """The list is young enough that asking for it does no I/O."""
+        return time.monotonic() - self._at < self.ttl
 
     def paths(self) -> list[str]:
         self.refresh()

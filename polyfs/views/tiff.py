@@ -258,7 +258,14 @@ def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str,
                ctx: ViewContext, filename: str) -> FileNode:
     title = f"{model.path}{path}"
     mtime = ds.last_modified or ds.created or None
-    return FileNode(filename, lambda: build_vfile(ds, parent, name, title, ctx), mtime=mtime)
+
+    def build() -> VFile:
+        from . import polyglot  # zstd/uncompressed zero-copy images: the polyglot file (also HDF5, a Zarr shard)
+
+        shared = polyglot.shared_file(model, ds, parent, path, ctx)
+        return shared.vfile if shared is not None else build_vfile(ds, parent, name, title, ctx)
+
+    return FileNode(filename, build, mtime=mtime)
 
 
 def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:

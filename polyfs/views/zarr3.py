@@ -327,7 +327,8 @@ class ArrayPlan:
         def make_file(name: str, row: int) -> FileNode:
             pos = int(lay.files[row])
             hint = None if sizes is None else (lambda: int(sizes[row]))
-            return FileNode(name, lambda: self.file_vfile(pos), mtime, size_hint=hint)
+            return FileNode(name, lambda: self.file_vfile(pos), mtime, size_hint=hint, cheap_hint=True,
+                            cheap_build=sizes is not None)
 
         return {CHUNK_DIR: cs.coord_tree(CHUNK_DIR, coords, np.arange(len(coords)), 0, make_file, mtime)}
 
