@@ -59,8 +59,10 @@ class DirNode(Node):
     """A directory whose entries are computed once by ``loader``."""
 
     def __init__(self, name: str, loader: Callable[[], dict[str, Node]] | dict[str, Node],
-                 mtime: float | None = None) -> None:
+                 mtime: float | None = None, cheap: bool = False) -> None:
+        """``cheap``: the loader only arranges data already in memory (no I/O)."""
         self.name = name
+        self.cheap = cheap
         self.mtime = mtime if mtime is not None else time.time()
         self._loader = loader
         self._entries: dict[str, Node] | None = loader if isinstance(loader, dict) else None
@@ -83,7 +85,7 @@ class DirNode(Node):
         return self._entries is not None
 
     def ready(self) -> bool:
-        return self._entries is not None
+        return self._entries is not None or self.cheap
 
     def reset(self) -> None:
         """Forget the entries so the next ``entries()`` recomputes them."""

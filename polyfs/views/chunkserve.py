@@ -248,4 +248,4 @@ def coord_tree(name: str, coords: np.ndarray, rows: np.ndarray, depth: int,
                 out[child] = coord_tree(child, coords, rows[lo:hi], depth + 1, make_file, mtime)
         return out
 
-    return DirNode(name, load, mtime)
+    return DirNode(name, load, mtime, cheap=True)  # numpy over known coordinates: no I/O
