@@ -39,6 +39,8 @@ from ...errors import InvalidInput
 from ...model import ids
 from ...model.schema import Dataset, Domain, Group, Link
 from ...model.tree import DomainModel
+from ...vfile import Literal, Produced, Segment
+from .btree import LazyNodes
 from .render import USER_BLOCK, DomainRenderer
 
 
@@ -67,6 +69,12 @@ class SingleDatasetFile:
 
     def render(self, offsets: np.ndarray, sizes: np.ndarray, end: int) -> bytes:
         """The metadata bytes (for offset ``user_block``) indexing chunks at ``offsets``."""
+        return b"".join(seg.data if isinstance(seg, Literal) else seg.producer.produce(None)  # type: ignore[attr-defined]
+                        for seg in self.render_segments(offsets, sizes, end))
+
+    def render_segments(self, offsets: np.ndarray, sizes: np.ndarray, end: int) -> list[Segment]:
+        """:meth:`render` as segments: a chunk B-tree of many nodes stays a producer packed
+        on first read (as in the HDF5 view), so planning a million chunks does not pack it."""
         offsets = np.asarray(offsets, dtype=np.int64)
         sizes = np.asarray(sizes, dtype=np.int64)
         n = len(self.linear)
@@ -81,10 +89,13 @@ class SingleDatasetFile:
         self._btree.offsets = offsets - self.user_block  # HDF5 addresses are relative to the superblock
         self._btree.sizes = sizes
         self._plan.eof = end - self.user_block
-        segs = self._plan.render()
-        out = b"".join(seg.data for seg in segs[1:])  # segs[0]: the user block's zeros
-        assert len(out) == self.metadata_size
+        out: list[Segment] = []
+        for seg in self._plan.render()[1:]:  # [0]: the user block's zeros
+            if isinstance(seg, Produced) and isinstance(seg.producer, LazyNodes):
+                lazy = seg.producer  # keep this call's addresses: the tree object is reused by the next call
+                seg = Produced(dataclasses.replace(lazy, tree=dataclasses.replace(lazy.tree)))
+            out.append(seg)
+        assert sum(seg.length for seg in out) == self.metadata_size
         return out
-
 
 __all__ = ["SingleDatasetFile"]
