@@ -158,9 +158,9 @@ def plan_file(ds: Dataset, parent: Group | None, name: str, title: str, idx: Chu
     tiff_meta = tiff.tiff_metadata(image, tiff_at, tile_offsets, tile_counts, big)
     assert len(tiff_meta) == meta_len
     head = tiff.tiff_header(image, big, first_ifd=tiff_at)
-    h5meta = h5.render(offsets, sizes, end)
+    h5meta = h5.render_segments(offsets, sizes, end)  # a big chunk B-tree is packed on first read
     index = zarr3.shard_index_bytes(nentries, idx.linear, offsets, sizes)
-    vf = VFile([Literal(head.ljust(USER_BLOCK, b"\0")), Literal(h5meta), Zeros(tiff_at - h5.data_start),
+    vf = VFile([Literal(head.ljust(USER_BLOCK, b"\0")), *h5meta, Zeros(tiff_at - h5.data_start),
                 Literal(tiff_meta), Literal(fill), *tiles.segments, Literal(index)])
     assert vf.size == end + index_len
     return PolyglotFile(vf, big, idx.linear, offsets, sizes, tile_offsets, tile_counts, tiff_at,

@@ -65,6 +65,8 @@ CASES = [
     # every chunk present (pyfive cannot read missing chunks), uncompressed, both byte orders
     Case("/u8_raw_full", T.IntType(1, False), (64, 80), (32, 32), [], True),
     Case("/f64be_raw_full", T.FloatType(8, ">"), (48, 40), (16, 16), [], True),
+    # 650 chunks: a chunk B-tree of several levels (packed when first read), every chunk present
+    Case("/u8_raw_many", T.IntType(1, False), (400, 416), (16, 16), [], True),
     # no chunk at all: every tile is the fill tile, HDF5 has no chunk index, the shard index is empty
     Case("/u16le_zstd_empty", T.IntType(2, False, "<"), (40, 50), (16, 16), ZSTD3, True, fill=3,
          hole=(slice(None), slice(None))),

@@ -198,6 +198,24 @@ def test_the_plan_says_where_everything_is(env):
     assert pf.fill_at in set(toffs.ravel().tolist()) and pf.fill_at > pf.tiff_at > 512
 
 
+def test_a_big_chunk_btree_is_packed_on_first_read(env):
+    """650 chunks: the HDF5 B-tree is a producer (planning does not pack it), read correctly
+    (h5py, h5dump, pyfive above) and equal to SingleDatasetFile.render's eager bytes."""
+    from polyfs.vfile import Produced
+    from polyfs.views.hdf5.btree import LazyNodes
+    from polyfs.views.hdf5.single import SingleDatasetFile
+
+    c = corpus.BY_PATH["/u8_raw_many"]
+    ds = env.model.resolve(c.path)
+    pf = polyglot.shared_file(env.model, ds, None, c.path, env.ctx)
+    lazy = [s for s in pf.vfile.segments if isinstance(s, Produced) and isinstance(s.producer, LazyNodes)]
+    assert len(lazy) == 1
+    h5 = SingleDatasetFile(ds, env.ctx.catalog.pipeline(ds), pf.linear, name=c.name)
+    eager = h5.render(pf.chunk_offsets, pf.chunk_sizes, pf.hdf5_end)
+    data = at(env, c, ".h5").read_bytes()
+    assert data[512:512 + len(eager)] == eager
+
+
 def test_other_datasets_keep_their_tiff_view(env):
     """Deflate and 3-D-chunked images are plain TIFFs (no HDF5 inside), 1-D datasets no file."""
     for path in ("/u16_deflate", "/cube_zstd"):
