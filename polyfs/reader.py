@@ -132,29 +132,34 @@ class Reader:
                       p.key, p.length, p.start, n)
             raise ChunkMissing(f"stored object {p.key} changed size")
 
-    def execute(self, pieces: list[Piece]) -> bytearray:
-        """Assemble the pieces into one buffer (pyfuse3 replies from any buffer).
+    def _fetch_coalesced(self, pieces: list[Piece]) -> dict[str, list[tuple[int, bytes]]]:
+        """Object stores: each object's ranges merged into one request, objects in parallel."""
+        fetched: dict[str, list[tuple[int, bytes]]] = {}
+        fetches = coalesce(pieces)
+        if len(fetches) == 1:
+            k, s, n = fetches[0]
+            fetched[k] = [(s, self._fetch(k, s, n))]
+        elif fetches:
+            futs = [(k, s, self._pool.submit(self._fetch, k, s, n)) for k, s, n in fetches]
+            for k, s, f in futs:
+                fetched.setdefault(k, []).append((s, f.result()))
+        return fetched
+
+    def _assemble(self, pieces: list[Piece], nowait: bool) -> bytearray | None:
+        """The pieces in one buffer (pyfuse3 replies from any buffer).
 
         Local stores read each range straight into its place (``preadv``): no
-        thread hand-offs and no extra copy. Object stores coalesce the ranges
-        of each object and fetch objects in parallel, since each request is a
-        round trip.
+        extra copy. With ``nowait`` nothing may block: produced bytes must be
+        cached and stored ranges in the page cache, else None.
         """
         total = 0
         for p in pieces:
+            if nowait and isinstance(p, ProducedPiece) and self.cache.get(p.producer.cache_key) is None:
+                return None
             total += len(p.data) if isinstance(p, LiteralPiece) else p.length
+        fetched = self._fetch_coalesced(pieces) if self.store.concurrent_fetches and not nowait else {}
         out = bytearray(total)
         view = memoryview(out)
-        fetched: dict[str, list[tuple[int, bytes]]] = {}
-        if self.store.concurrent_fetches:
-            fetches = coalesce(pieces)
-            if len(fetches) == 1:
-                k, s, n = fetches[0]
-                fetched[k] = [(s, self._fetch(k, s, n))]
-            elif fetches:
-                futs = [(k, s, self._pool.submit(self._fetch, k, s, n)) for k, s, n in fetches]
-                for k, s, f in futs:
-                    fetched.setdefault(k, []).append((s, f.result()))
         pos = 0
         for p in pieces:
             if isinstance(p, LiteralPiece):
@@ -162,7 +167,14 @@ class Reader:
                 view[pos:pos + n] = p.data
             elif isinstance(p, RangePiece):
                 n = p.length
-                if p.key in fetched:
+                if nowait:
+                    try:
+                        got = self.store.read_into_nowait(p.key, p.start, view[pos:pos + n], p.object_size)
+                    except (ChunkMissing, NotFound):
+                        return None  # the threaded path reports (and logs) it properly
+                    if got != n:
+                        return None
+                elif p.key in fetched:
                     for s, data in fetched[p.key]:
                         if s <= p.start and p.start + n <= s + len(data):
                             view[pos:pos + n] = memoryview(data)[p.start - s:p.start - s + n]
@@ -172,46 +184,23 @@ class Reader:
             else:
                 assert isinstance(p, ProducedPiece)
                 n = p.length
-                view[pos:pos + n] = memoryview(self.produced(p.producer))[p.start:p.start + n]
+                data = self.cache.get(p.producer.cache_key) if nowait else self.produced(p.producer)
+                if data is None:
+                    return None
+                view[pos:pos + n] = memoryview(data)[p.start:p.start + n]
             pos += n
+        return out
+
+    def execute(self, pieces: list[Piece]) -> bytearray:
+        out = self._assemble(pieces, nowait=False)
+        assert out is not None
         return out
 
     def read_nowait(self, vfile: VFile, offset: int, size: int) -> bytearray | None:
         """The read, if it can be served without blocking (literal bytes, cached
         produced bytes, stored ranges already in the page cache); else None and
         the caller does :meth:`read` in a worker thread."""
-        pieces = vfile.plan(offset, size)
-        total = 0
-        for p in pieces:
-            if isinstance(p, ProducedPiece):
-                if self.cache.get(p.producer.cache_key) is None:
-                    return None
-            total += len(p.data) if isinstance(p, LiteralPiece) else p.length
-        out = bytearray(total)
-        view = memoryview(out)
-        pos = 0
-        for p in pieces:
-            if isinstance(p, LiteralPiece):
-                n = len(p.data)
-                view[pos:pos + n] = p.data
-            elif isinstance(p, RangePiece):
-                n = p.length
-                try:
-                    got = self.store.read_into_nowait(p.key, p.start, view[pos:pos + n], p.object_size)
-                except (ChunkMissing, NotFound):
-                    return None  # the threaded path reports it (and logs it) properly
-                if got is None:
-                    return None
-                if got != n:
-                    return None
-            else:
-                data = self.cache.get(p.producer.cache_key)
-                if data is None:
-                    return None
-                n = p.length
-                view[pos:pos + n] = memoryview(data)[p.start:p.start + n]
-            pos += n
-        return out
+        return self._assemble(vfile.plan(offset, size), nowait=True)
 
     def read(self, vfile: VFile, offset: int, size: int) -> bytes | bytearray:
         """Bytes ``[offset, offset+size)`` of a virtual file (short only at its end)."""
