@@ -58,10 +58,11 @@ def shard(mounted, case) -> Path:
 
 def test_listing_stat_and_one_file_under_every_name(mounted):
     top = root(mounted)
-    want = sorted(n for c in corpus.POLYGLOT if "/" not in c.path.strip("/")
-                  for n in (c.name + ".tif", c.name + ".h5", c.name + ".zarr")) + ["g"]
+    names = [c.name for c in corpus.POLYGLOT if "/" not in c.path.strip("/")] + ["alias"]
+    want = [n + ext for n in names for ext in (".tif", ".h5", ".zarr")] + ["g"]
     assert sorted(os.listdir(top)) == sorted(want)
-    assert sorted(os.listdir(top / "g")) == ["i32le_zstd_4d.h5", "i32le_zstd_4d.tif", "i32le_zstd_4d.zarr"]
+    assert sorted(os.listdir(top / "g")) == sorted(n + ext for n in ("i32le_zstd_4d", "again")
+                                                  for ext in (".tif", ".h5", ".zarr"))
     for c in corpus.POLYGLOT:
         names = [at(mounted, c, ".tif"), at(mounted, c, ".h5"), shard(mounted, c),
                  mounted.path.joinpath("tiff", *corpus.STEM) / (c.path.lstrip("/") + ".tif")]

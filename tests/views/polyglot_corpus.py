@@ -76,6 +76,7 @@ CASES = [
     Case("/line_zstd", T.IntType(2, False, "<"), (500,), (100,), ZSTD3, False),
 ]
 BY_PATH = {c.path: c for c in CASES}
+ALIASES = {"/alias": "/u16be_zstd", "/g/again": "/f32le_raw"}  # a soft and an extra hard link
 POLYGLOT = [c for c in CASES if c.polyglot]
 
 
@@ -95,7 +96,7 @@ def make_array(case: Case) -> np.ndarray:
 def build_store(path: Path) -> Path:
     store = open_store(str(path), create=True)
     with DomainWriter(Catalog(store), DOMAIN) as w:
-        groups = {}
+        groups, made = {}, {}
         for c in CASES:
             parent = w.root
             for g in c.path.strip("/").split("/")[:-1]:
@@ -107,6 +108,9 @@ def build_store(path: Path) -> Path:
             if c.path == "/u16be_zstd":
                 w.set_attr_array(ds, "element_size_um", T.FloatType(8), np.array([0.25, 0.5]))
             w.write_array(ds, make_array(c), skip_fill=True)
+            made[c.path] = ds
+        w.link_hard(groups["g"], "again", made[ALIASES["/g/again"]])
+        w.link_soft(w.root, "alias", ALIASES["/alias"])
     return path
 
 

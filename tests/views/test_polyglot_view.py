@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -65,7 +66,23 @@ def test_listing(env):
     for c in corpus.POLYGLOT:
         rel = c.path.lstrip("/")
         want += [rel + ".tif", rel + ".h5", rel + ".zarr/zarr.json", shard_rel(c)]
+    for alias, target in corpus.ALIASES.items():
+        rel, zeros = alias.lstrip("/"), "/".join("0" * len(corpus.BY_PATH[target].shape))
+        want += [rel + ".tif", rel + ".h5", rel + ".zarr/zarr.json", f"{rel}.zarr/c/{zeros}"]
     assert got == sorted(want)
+
+
+def test_links_show_the_same_file(env):
+    """A soft link and an extra hard link to polyglot datasets: the same bytes, a readable array."""
+    import zarr
+
+    for alias, target in corpus.ALIASES.items():
+        a, t = alias.lstrip("/"), target.lstrip("/")
+        assert (env.out / (a + ".tif")).read_bytes() == (env.out / (t + ".tif")).read_bytes()
+        assert (env.tout / (a + ".tif")).read_bytes() == (env.out / (t + ".tif")).read_bytes()
+        assert node_at(env.pnode, a + ".h5").vfile() is node_at(env.pnode, t + ".h5").vfile()
+        z = zarr.open_array(str(env.out / (a + ".zarr")), mode="r")
+        np.testing.assert_array_equal(z[...], corpus.make_array(corpus.BY_PATH[target]))
 
 
 def test_every_name_is_one_virtual_file(env):
@@ -250,7 +267,8 @@ def test_listing_and_stat_read_no_chunk_data(env):
 
     walk(polyglot.domain_node(model, ctx, "poly"))
     walk(tiff.domain_node(model, ctx, "poly"))
-    assert len(files) == 4 * len(corpus.POLYGLOT) + len([c for c in corpus.CASES if len(c.shape) > 1])
+    images = len([c for c in corpus.CASES if len(c.shape) > 1])
+    assert len(files) == 4 * (len(corpus.POLYGLOT) + len(corpus.ALIASES)) + images + len(corpus.ALIASES)
     chunk_reads = [r for r in counting.reads if not r[1].endswith(".json") and "/polyfs" not in "/" + r[1]]
     # the pipeline sniff (16 bytes of one chunk per dataset) is the only chunk access; the deflate
     # TIFF view of /u16_deflate is zero-copy too, the zstd cube is transcoded (it measures its tiles)
@@ -301,3 +319,24 @@ def test_catalog_of_a_fresh_store_lists_the_same(env, tmp_path):
     for c in corpus.POLYGLOT:
         rel = c.path.lstrip("/") + ".tif"
         assert (out2 / rel).read_bytes() == (env.out / rel).read_bytes()
+
+
+@pytest.mark.skipif(shutil.which("gdalinfo") is None, reason="GDAL not installed")
+def test_gdal_reads_both_faces(env, tmp_path):
+    """GDAL's GTiff and HDF5 drivers give the checksum of a tifffile-written reference."""
+    import hdf5plugin
+
+    c = corpus.BY_PATH["/u16be_zstd"]
+    ref = tmp_path / "ref.tif"
+    tifffile.imwrite(ref, corpus.make_array(c))
+    envvars = dict(os.environ, HDF5_PLUGIN_PATH=hdf5plugin.PLUGIN_PATH)
+
+    def checksum(target: str) -> list[str]:
+        res = subprocess.run(["gdalinfo", "-checksum", target], capture_output=True, text=True, timeout=120,
+                             env=envvars)
+        assert res.returncode == 0 and "ERROR" not in res.stderr, res.stderr
+        return [line.strip() for line in res.stdout.splitlines() if "Checksum=" in line]
+
+    want = checksum(str(ref))
+    assert want and checksum(str(at(env, c, ".tif"))) == want
+    assert checksum(f'HDF5:"{at(env, c, ".h5")}"://{c.name}') == want
