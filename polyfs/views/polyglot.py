@@ -73,7 +73,6 @@ log = logging.getLogger(__name__)
 SUFFIX = ""
 KIND = "dir"
 USER_BLOCK = 512  # HDF5 user block: the TIFF header lives in it
-EXTENSIONS = (".tif", ".h5", ".zarr")
 
 
 # -- which datasets ----------------------------------------------------------------------

@@ -39,7 +39,9 @@ file that is also HDF5 and a Zarr shard (TIFF header at 0, the rest of a
 
 ``base`` may be inside the user block (if ``n`` fits), after the HDF5
 metadata, or at the end of the file; a missing tile is pointed at any
-caller-placed fill tile.
+caller-placed fill tile. Images the polyglot view serves (zstd or
+uncompressed, zero-copy tiles) are that polyglot file here too, the very
+same bytes (``polyglot.shared_file``); the others are laid out below.
 """
 from __future__ import annotations
 
