@@ -55,6 +55,7 @@ def fuse_errors(fn: Callable) -> Callable:
 class _DirHandle:
     entry: InodeEntry
     names: list[tuple[str, Node]]
+    ready: bool = False  # every entry's attributes are cheap (no thread needed)
 
 
 @dataclass
@@ -107,9 +108,11 @@ class Operations(pyfuse3.Operations):
 
     def _attr(self, entry: InodeEntry) -> pyfuse3.EntryAttributes:
         """Attributes of a node (may compute a file's size: call from a thread)."""
-        node = entry.node
+        return self._node_attr(entry.node, entry.ino)
+
+    def _node_attr(self, node: Node, ino: int) -> pyfuse3.EntryAttributes:
         a = pyfuse3.EntryAttributes()
-        a.st_ino = entry.ino
+        a.st_ino = ino
         a.generation = 0
         a.entry_timeout = self.entry_timeout
         a.attr_timeout = self.entry_timeout
@@ -142,8 +145,7 @@ class Operations(pyfuse3.Operations):
     def _lookup_sync(self, parent_ino: int, name: str) -> pyfuse3.EntryAttributes:
         parent = self.inodes.get(parent_ino)
         path, node = self._child(parent, name)
-        attr_entry = InodeEntry(0, path, node)
-        attr = self._attr(attr_entry)  # size first: a failure must not count a lookup
+        attr = self._node_attr(node, 0)  # size first: a failure must not count a lookup
         entry = self.inodes.remember(path, node)
         attr.st_ino = entry.ino
         return attr
@@ -204,18 +206,18 @@ class Operations(pyfuse3.Operations):
         if not isinstance(entry.node, DirNode):
             raise NotADirectory(entry.path)
         entries = entry.node.entries() if entry.node.ready() else await self._thread(entry.node.entries)
-        return self._new_fh(_DirHandle(entry, sorted(entries.items())))
+        names = sorted(entries.items())
+        return self._new_fh(_DirHandle(entry, names, all(node.ready() for _, node in names)))
 
     def _readdir_attrs(self, handle: _DirHandle, start: int, count: int) -> list:
         out = []
         for name, node in handle.names[start:start + count]:
-            path = self.inodes.child_path(handle.entry, name)
             try:
-                attr = self._attr(InodeEntry(0, path, node))
+                attr = self._node_attr(node, 0)
             except Exception as exc:  # an unreadable entry is still listed
-                log.error("cannot stat %s: %s", path, exc)
+                log.error("cannot stat %s/%s: %s", handle.entry.path, name, exc)
                 attr = None
-            out.append((name, path, node, attr))
+            out.append((name, node, attr))
         return out
 
     @fuse_errors
@@ -224,15 +226,15 @@ class Operations(pyfuse3.Operations):
         assert isinstance(handle, _DirHandle)
         pos = start_id
         while pos < len(handle.names):
-            if all(node.ready() for _, node in handle.names[pos:pos + 256]):
+            if handle.ready:
                 batch = self._readdir_attrs(handle, pos, 256)
             else:
                 batch = await self._thread(self._readdir_attrs, handle, pos, 256)
-            for name, path, node, attr in batch:
+            for name, node, attr in batch:
                 if attr is None:
                     pos += 1
                     continue
-                entry = self.inodes.remember(path, node, count_lookup=False)
+                entry = self.inodes.remember(self.inodes.child_path(handle.entry, name), node, count_lookup=False)
                 attr.st_ino = entry.ino
                 if not pyfuse3.readdir_reply(token, os.fsencode(name), attr, pos + 1):
                     return
