@@ -193,3 +193,33 @@ def test_mount_helper_and_fstab(store_dir, tmp_path):
     finally:
         if is_mounted(mp):
             polyfs("umount", str(mp))
+
+
+def test_systemd_unit_command_line(store_dir, tmp_path):
+    """The unit's ExecStart, with its %i config, mounts and reports READY=1 (Type=notify)."""
+    unit = (REPO / "systemd" / "polyfs@.service").read_text()
+    assert "Type=notify" in unit
+    exec_start = next(line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStart="))
+    mp = tmp_path / "mp"
+    mp.mkdir()
+    conf = tmp_path / "arrays.toml"
+    conf.write_text(f'[mount]\nstore = "{store_dir}"\nmountpoint = "{mp}"\noptions = "entry_timeout=2"\n')
+    argv = exec_start.replace("/etc/polyfs/%i.toml", str(conf)).split()
+    assert argv[0] == "/usr/local/bin/polyfs" and argv[1:3] == ["mount", "--foreground"]
+    sock_path = str(tmp_path / "notify.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(sock_path)
+    srv.settimeout(30)
+    proc = subprocess.Popen(polyfs_cmd(*argv[1:]), env={**os.environ, "NOTIFY_SOCKET": sock_path},
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert "READY=1" in srv.recv(4096).decode()
+        assert is_mounted(mp) and "zarr" in os.listdir(mp)
+        proc.send_signal(signal.SIGTERM)  # what `systemctl stop` does
+        assert proc.wait(timeout=30) == 0 and not is_mounted(mp)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        srv.close()
+        if is_mounted(mp):
+            polyfs("umount", str(mp))
