@@ -168,7 +168,14 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
     ctx = ViewContext(Catalog(store), cfg.view_options())
     reader = Reader(ctx, cache_bytes=cfg.cache_mb << 20)
     root = build_root(ctx, cfg.view_names(), ttl=cfg.domain_ttl)
-    ops = Operations(root, reader, read_only=True, entry_timeout=cfg.entry_timeout, threads=cfg.threads)
+    service = None
+    if not cfg.read_only:
+        from .writes.router import Router
+        from .writes.service import WriteService
+
+        service = WriteService(ctx, Router(ctx.domains, ctx.catalog.load))
+    ops = Operations(root, reader, read_only=cfg.read_only, entry_timeout=cfg.entry_timeout,
+                     threads=cfg.threads, service=service)
     try:
         pyfuse3.init(ops, cfg.mountpoint, fuse_options(cfg))
     except RuntimeError as exc:

@@ -86,6 +86,18 @@ class IsADirectory(PolyfsError):
     """A file operation on a directory."""
 
 
+class NotEmpty(PolyfsError):
+    """Removing a group or directory that still has members."""
+
+
+class NotPermitted(PolyfsError):
+    """An operation a view cannot express (e.g. a directory where only files can be)."""
+
+
+class CrossDevice(PolyfsError):
+    """A rename the store cannot do in place (tools then copy and delete)."""
+
+
 # The one errno table. Order matters: the first matching class wins, so
 # subclasses come before their bases.
 _ERRNO_TABLE: tuple[tuple[type[BaseException], int], ...] = (
@@ -94,6 +106,9 @@ _ERRNO_TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (ReadOnly, _errno.EROFS),
     (NotADirectory, _errno.ENOTDIR),
     (IsADirectory, _errno.EISDIR),
+    (NotEmpty, _errno.ENOTEMPTY),
+    (NotPermitted, _errno.EPERM),
+    (CrossDevice, _errno.EXDEV),
     (PreconditionFailed, _errno.EAGAIN),
     (ChunkMissing, _errno.EIO),
     (StoreError, _errno.EIO),

@@ -189,3 +189,15 @@ def crc32_of_zlib(stream: bytes) -> tuple[int, int]:
 def adler32_of_zlib(stream: bytes) -> int:
     """The Adler-32 a zlib stream carries (its last 4 bytes, big-endian)."""
     return int.from_bytes(stream[-4:], "big")
+
+
+def strip_crc32c(data: bytes) -> bytes:
+    """The body of data followed by its crc32c (Zarr's ``crc32c`` codec), checked."""
+    import crc32c
+
+    if len(data) < 4:
+        raise CodecError("too short for its crc32c checksum")
+    body, want = data[:-4], int.from_bytes(data[-4:], "little")
+    if crc32c.crc32c(body) != want:
+        raise CodecError("crc32c checksum mismatch")
+    return body

@@ -22,6 +22,7 @@ class InodeEntry:
     node: Node
     lookups: int = 0
     served: object = None  # the VFile last opened through this inode (page-cache decisions)
+    version: int = 0  # the write version of the tree ``node`` was resolved at
 
 
 class InodeTable:
@@ -74,6 +75,22 @@ class InodeTable:
                 del self._by_ino[ino]
                 if self._by_path.get(entry.path) == ino:
                     del self._by_path[entry.path]
+
+    def entries(self) -> list[InodeEntry]:
+        with self._lock:
+            return list(self._by_ino.values())
+
+    def rename(self, old: str, new: str) -> None:
+        """A file renamed through the mount keeps its inode under the new path."""
+        with self._lock:
+            ino = self._by_path.pop(old, None)
+            if ino is None:
+                return
+            stale = self._by_path.pop(new, None)
+            if stale is not None and stale in self._by_ino:
+                self._by_ino[stale].path = f"\0replaced:{stale}"
+            self._by_path[new] = ino
+            self._by_ino[ino].path = new
 
     def __len__(self) -> int:
         return len(self._by_ino)

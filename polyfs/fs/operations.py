@@ -8,7 +8,6 @@ can take the daemon down.
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import os
 import stat
@@ -19,7 +18,10 @@ from typing import Any, Callable
 import pyfuse3
 import trio
 
-from ..errors import IsADirectory, NotADirectory, NotFound, ReadOnly, errno_of
+from ..errors import IsADirectory, NotADirectory, NotFound, ReadOnly
+from .errmap import fuse_errors
+from .overlay import PendingDir, PendingFile
+from .writeops import WriteHandle, WriteOps
 from ..reader import Reader
 from ..views.base import DirNode, FileNode, Node
 from .inodes import ROOT_INODE, InodeEntry, InodeTable
@@ -27,28 +29,6 @@ from .inodes import ROOT_INODE, InodeEntry, InodeTable
 log = logging.getLogger(__name__)
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
-
-
-def fuse_errors(fn: Callable) -> Callable:
-    """Map exceptions to FUSEError in one place; never let one escape to pyfuse3."""
-
-    @functools.wraps(fn)
-    async def wrapper(self: "Operations", *args: Any) -> Any:
-        try:
-            return await fn(self, *args)
-        except pyfuse3.FUSEError:
-            raise
-        except trio.Cancelled:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the one place that maps them
-            code = errno_of(exc)
-            if code == errno.EIO:
-                self._log_unexpected(fn.__name__, exc)
-            else:
-                log.debug("%s: %s -> %s", fn.__name__, exc, errno.errorcode.get(code, code))
-            raise pyfuse3.FUSEError(code) from None
-
-    return wrapper
 
 
 @dataclass
@@ -64,13 +44,13 @@ class _FileHandle:
     vfile: Any
 
 
-class Operations(pyfuse3.Operations):
+class Operations(WriteOps, pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
     enable_acl = False
 
     def __init__(self, root: DirNode, reader: Reader, read_only: bool = True, entry_timeout: float = 1.0,
-                 threads: int = 16) -> None:
+                 threads: int = 16, service: Any = None) -> None:
         super().__init__()
         self.inodes = InodeTable(root)
         self.reader = reader
@@ -83,6 +63,7 @@ class Operations(pyfuse3.Operations):
         self._next_fh = 1
         self._fh_lock = threading.Lock()
         self._logged: set[tuple] = set()
+        self._init_writes(service)
 
     # -- helpers ----------------------------------------------------------
     def _log_unexpected(self, op: str, exc: BaseException) -> None:
@@ -116,14 +97,14 @@ class Operations(pyfuse3.Operations):
         a.generation = 0
         a.entry_timeout = self.entry_timeout
         a.attr_timeout = self.entry_timeout
-        # Views are read-only for now: writes through them come with the write issue.
+        w = 0 if self.read_only else 0o200
         if node.is_dir:
-            a.st_mode = stat.S_IFDIR | 0o555
+            a.st_mode = stat.S_IFDIR | 0o555 | w
             a.st_nlink = 2
             a.st_size = 0
         else:
             assert isinstance(node, FileNode)
-            a.st_mode = stat.S_IFREG | 0o444
+            a.st_mode = stat.S_IFREG | 0o444 | w
             a.st_nlink = 1
             a.st_size = node.size()
         a.st_uid = self.uid
@@ -137,10 +118,19 @@ class Operations(pyfuse3.Operations):
     def _child(self, parent: InodeEntry, name: str) -> tuple[str, Node]:
         if not isinstance(parent.node, DirNode):
             raise NotADirectory(parent.path)
-        node = parent.node.entries().get(name)
+        path = self.inodes.child_path(parent, name)
+        pending = self.overlay.get(path) if self.service is not None else None
+        if isinstance(pending, PendingFile):
+            return path, pending  # being written: the writer's bytes win
+        pnode = parent.node
+        if isinstance(pnode, PendingDir):
+            pnode = self._resolve(parent.path)  # the view may show it by now
+        node = pnode.entries().get(name) if isinstance(pnode, DirNode) and not isinstance(pnode, PendingDir) else None
         if node is None:
-            raise NotFound(f"{parent.path}/{name}")
-        return self.inodes.child_path(parent, name), node
+            node = pending
+        if node is None:
+            raise NotFound(path)
+        return path, node
 
     def _lookup_sync(self, parent_ino: int, name: str) -> pyfuse3.EntryAttributes:
         parent = self.inodes.get(parent_ino)
@@ -157,6 +147,15 @@ class Operations(pyfuse3.Operations):
             return False
         child = parent.entries().get(name)
         return child is None or child.ready()
+
+    async def _refresh(self, entry: InodeEntry) -> None:
+        """Re-resolve a node the views may have re-rendered since it was looked up."""
+        version = self.version
+        try:
+            entry.node = await self._thread(self._resolve, entry.path)
+        except NotFound:
+            pass  # gone from the views: operations on it fail as they should
+        entry.version = version
 
     # -- lookups and attributes ---------------------------------------------
     # A worker-thread hand-off costs ~0.1-0.2 ms here: work that needs no I/O
@@ -177,6 +176,8 @@ class Operations(pyfuse3.Operations):
     @fuse_errors
     async def getattr(self, inode: int, ctx=None) -> pyfuse3.EntryAttributes:
         entry = self.inodes.get(inode)
+        if entry.version != self.version:
+            await self._refresh(entry)
         if entry.node.ready():
             return self._attr(entry)
         return await self._thread(self._attr, entry)
@@ -205,7 +206,14 @@ class Operations(pyfuse3.Operations):
         entry = self.inodes.get(inode)
         if not isinstance(entry.node, DirNode):
             raise NotADirectory(entry.path)
+        if entry.version != self.version:
+            await self._refresh(entry)
         entries = entry.node.entries() if entry.node.ready() else await self._thread(entry.node.entries)
+        if self.service is not None:
+            extra = self.overlay.children(entry.path)
+            if extra:
+                entries = {**{k: v for k, v in extra.items() if k not in entries or isinstance(v, PendingFile)},
+                           **{k: v for k, v in entries.items() if not isinstance(extra.get(k), PendingFile)}}
         names = sorted(entries.items())
         return self._new_fh(_DirHandle(entry, names, all(node.ready() for _, node in names)))
 
@@ -249,11 +257,17 @@ class Operations(pyfuse3.Operations):
     @fuse_errors
     async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
         entry = self.inodes.get(inode)
+        if entry.version != self.version:
+            await self._refresh(entry)
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
         if flags & _WRITE_FLAGS:
-            raise ReadOnly(f"{entry.path}: writes are not supported by this mount")
+            if self.read_only or self.service is None:
+                raise ReadOnly(f"{entry.path}: this mount is read-only")
+            return await self._open_write(entry, flags, ctx)
         assert isinstance(entry.node, FileNode)
+        if self.service is not None:
+            self.note_read_open(ctx.pid, entry.path)
         vfile = entry.node.vfile() if entry.node.built else await self._thread(entry.node.vfile)
         fh = self._new_fh(_FileHandle(entry, vfile))
         # The kernel keeps its page cache across opens while the file is unchanged;
@@ -265,6 +279,8 @@ class Operations(pyfuse3.Operations):
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> bytes:
         handle = self._handles[fh]
+        if isinstance(handle, WriteHandle):
+            return handle.pending.read(off, size)
         data = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off
         if data is not None:
             return data
@@ -272,15 +288,16 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def release(self, fh: int) -> None:
-        self._handles.pop(fh, None)
+        handle = self._handles.pop(fh, None)
+        await self._release_handle(handle)
 
     @fuse_errors
     async def flush(self, fh: int) -> None:
-        return None
+        await self._flush_handle(self._handles.get(fh))
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
-        return None
+        await self._flush_handle(self._handles.get(fh))
 
     # -- extended attributes -----------------------------------------------------
     @fuse_errors
@@ -293,9 +310,36 @@ class Operations(pyfuse3.Operations):
         self.inodes.get(inode)
         return []
 
-    # -- everything that would change the tree: refused on this mount ------------
-    async def _refuse(self, *args: Any) -> Any:
-        raise pyfuse3.FUSEError(errno.EROFS)
+    # -- changes to the tree (writeops.py does the work) ----------------------------
+    @fuse_errors
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
+        return await self._create(parent_inode, name, mode, flags, ctx)
 
-    setattr = mknod = mkdir = unlink = rmdir = symlink = rename = link = _refuse
-    create = write = setxattr = removexattr = _refuse
+    @fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return await WriteOps.write(self, fh, off, buf)
+
+    @fuse_errors
+    async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
+        return await WriteOps.setattr(self, inode, attr, fields, fh, ctx)
+
+    @fuse_errors
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
+        return await WriteOps.mkdir(self, parent_inode, name, mode, ctx)
+
+    @fuse_errors
+    async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
+        await WriteOps.rmdir(self, parent_inode, name, ctx)
+
+    @fuse_errors
+    async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
+        await WriteOps.unlink(self, parent_inode, name, ctx)
+
+    @fuse_errors
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx) -> None:
+        await WriteOps.rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
+
+    async def _refuse(self, *args: Any) -> Any:
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
+
+    mknod = symlink = link = setxattr = removexattr = _refuse

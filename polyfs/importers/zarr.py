@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..codecs.pipeline import gzip_to_zlib
+from ..codecs.pipeline import gzip_to_zlib, strip_crc32c
 from ..codecs.registry import (BLOSC, BLOSC_CODES, BZIP2, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter)
 from ..errors import CodecError, PolyfsError, SourceError
 from ..model import types as T
@@ -40,7 +39,7 @@ from .common import (ChunkSink, ImportOptions, Progress, big_endian, dtype_from_
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "i2", "uint16": "u2", "int32": "i4",
+DTYPES = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "i2", "uint16": "u2", "int32": "i4",
            "uint32": "u4", "int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8",
            "complex64": "c8", "complex128": "c16"}
 _SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -64,7 +63,7 @@ class _Chain:
         return any(f.spec.compressor for f in self.filters) or (raw_ok and not self.filters)
 
 
-def _bytes_codecs(codecs: list[dict], itemsize: int) -> _Chain:
+def bytes_codecs(codecs: list[dict], itemsize: int) -> _Chain:
     """Map a chain of bytes-to-bytes codecs onto HDF5 filters (write order)."""
     chain = _Chain()
     for i, c in enumerate(codecs):
@@ -195,8 +194,8 @@ class ZarrImporter:
     # -- arrays -----------------------------------------------------------------------------
     def _dtype(self, meta: dict, endian: str, where: Path) -> T.DType:
         dt = meta.get("data_type")
-        if isinstance(dt, str) and dt in _DTYPES:
-            code = _DTYPES[dt]
+        if isinstance(dt, str) and dt in DTYPES:
+            code = DTYPES[dt]
             npdt = np.dtype(code if code.startswith("|") else ("<" if endian == "little" else ">") + code)
             return dtype_from_numpy(npdt)
         if isinstance(dt, str) and dt.startswith("r") and dt[1:].isdigit() and int(dt[1:]) % 8 == 0:
@@ -238,24 +237,24 @@ class ZarrImporter:
         aa = codecs[:ab[0]] if ab else codecs
         if meta.get("storage_transformers"):
             chain = None
-        elif ab and not any(_is_real_transpose(c, len(shape)) for c in aa):
+        elif ab and not any(is_real_transpose(c, len(shape)) for c in aa):
             head = codecs[ab[0]]
             cfg = head.get("configuration") or {}
             rest = codecs[ab[0] + 1:]
             if head["name"] in ("bytes", "endian"):
                 endian = cfg.get("endian", "little")
                 dtype = self._dtype(meta, endian, where)
-                chain = _bytes_codecs(rest, 1 if dtype.is_vlen else dtype.itemsize)
+                chain = bytes_codecs(rest, 1 if dtype.is_vlen else dtype.itemsize)
             elif head["name"] == "sharding_indexed" and not rest:
                 chunks = tuple(int(x) for x in cfg.get("chunk_shape", ()))
                 inner = list(cfg.get("codecs") or [])
                 iab = [i for i, c in enumerate(inner) if c.get("name") in ("bytes", "endian")]
-                if len(chunks) == len(shape) and iab and not any(_is_real_transpose(c, len(shape))
+                if len(chunks) == len(shape) and iab and not any(is_real_transpose(c, len(shape))
                                                                  for c in inner[:iab[0]]) \
                         and all(o % c == 0 for o, c in zip(outer, chunks)):
                     endian = (inner[iab[0]].get("configuration") or {}).get("endian", "little")
                     dtype = self._dtype(meta, endian, where)
-                    chain = _bytes_codecs(inner[iab[0] + 1:], 1 if dtype.is_vlen else dtype.itemsize)
+                    chain = bytes_codecs(inner[iab[0] + 1:], 1 if dtype.is_vlen else dtype.itemsize)
                     sharding = cfg
                 else:
                     chunks = chunks if len(chunks) == len(shape) else outer
@@ -265,8 +264,8 @@ class ZarrImporter:
         copy = chain is not None and chain.copyable(not self.opts.encoding.filters)
         plan = _ArrayPlan(where, name, meta, shape, dtype, chunks, chain if copy else None,
                           sharding if copy else None, outer)
-        plan.key_of = _key_encoder(meta.get("chunk_key_encoding") or {"name": "default"}, mf, self.err)
-        plan.fill = _fill_json(meta.get("fill_value"), dtype, mf, self.err)
+        plan.key_of = key_encoder(meta.get("chunk_key_encoding") or {"name": "default"}, mf, self.err)
+        plan.fill = fill_json(meta.get("fill_value"), dtype, mf, self.err)
         stored = dtype if plan.chain is not None else (dtype if dtype.is_vlen else big_endian(dtype))
         filters = plan.chain.filters if plan.chain is not None else stored_pipeline_filters(
             self.opts, stored, chunks if shape else ())
@@ -325,7 +324,7 @@ class ZarrImporter:
         without recompressing (runs in a worker thread)."""
         chain = plan.chain
         if chain.strip_crc32c:
-            data = _strip_crc32c(data)
+            data = strip_crc32c(data)
         crc = None
         if chain.gzip:
             data, crc = gzip_to_zlib(data)
@@ -362,7 +361,7 @@ class ZarrImporter:
             raw_index = blob[:isize] if at_start else blob[-isize:]
             if idx_crc:
                 try:
-                    raw_index = _strip_crc32c(raw_index)
+                    raw_index = strip_crc32c(raw_index)
                 except CodecError as exc:
                     raise self.err(f, f"shard index: {exc}") from None
             entries = np.frombuffer(raw_index, dtype=f"{idx_endian}u8").reshape(n, 2)
@@ -380,25 +379,14 @@ class ZarrImporter:
                 bar(1)
 
 
-def _is_real_transpose(codec: dict, rank: int) -> bool:
+def is_real_transpose(codec: dict, rank: int) -> bool:
     if codec.get("name") != "transpose":
         return True  # an unknown array-to-array codec: decode with zarr-python
     order = (codec.get("configuration") or {}).get("order")
     return list(order or []) != list(range(rank))
 
 
-def _strip_crc32c(data: bytes) -> bytes:
-    import crc32c
-
-    if len(data) < 4:
-        raise CodecError("too short for its crc32c checksum")
-    body, want = data[:-4], struct.unpack("<I", data[-4:])[0]
-    if crc32c.crc32c(body) != want:
-        raise CodecError("crc32c checksum mismatch")
-    return body
-
-
-def _key_encoder(enc: dict, where: Path, err) -> Callable[[tuple[int, ...]], str]:
+def key_encoder(enc: dict, where: Path, err) -> Callable[[tuple[int, ...]], str]:
     name = enc.get("name", "default")
     sep = (enc.get("configuration") or {}).get("separator")
     if name == "default":
@@ -410,7 +398,7 @@ def _key_encoder(enc: dict, where: Path, err) -> Callable[[tuple[int, ...]], str
     raise err(where, f"chunk_key_encoding {name!r} is not supported")
 
 
-def _fill_json(fill: Any, dtype: T.DType, where: Path, err) -> Any:
+def fill_json(fill: Any, dtype: T.DType, where: Path, err) -> Any:
     """The Zarr fill value as the dataset's HSDS ``fillValue`` (None = zeros)."""
     if fill is None:
         return None

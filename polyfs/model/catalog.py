@@ -359,6 +359,41 @@ class Catalog:
     def put_object(self, obj: Group | Dataset | Datatype) -> None:
         self.put_json(keys.object_key(obj.id), obj.to_json())
 
+    # -- changes made through the views (model/editor.py) ---------------------
+    def touch(self, path: str) -> None:
+        """Files of the domain laid out so far are out of date: have them re-planned."""
+        path = keys.normalize_domain(path)
+        with self._lock:
+            self._generations[path] = self._generations.get(path, 0) + 1
+
+    def install(self, model: DomainModel) -> None:
+        """Replace the cached model of a domain by an edited copy (and re-plan its files)."""
+        with self._lock:
+            old = self._domains.get(model.path)
+            self._domains[model.path] = model
+            for did in model.datasets:
+                self._dataset_domain[did] = model.path
+            if old is not None:
+                for did, ds in old.datasets.items():
+                    new = model.datasets.get(did)
+                    if new is None or new.shape != ds.shape or new.chunks != ds.chunks or new.filters != ds.filters:
+                        self.invalidate_dataset(did)
+        self.touch(model.path)
+
+    def chunks_updated(self, dataset: Dataset, sizes: dict[int, int], removed: Iterable[int] = ()) -> None:
+        """Chunks written (linear -> stored size) or deleted through polyfs: update the
+        cached index in place of a new listing."""
+        removed = list(removed)
+        with self._lock:
+            idx = self._chunk_index.get(dataset.id)
+            if idx is not None:
+                self._chunk_index[dataset.id] = idx.updated(sizes, removed)
+            if idx is None or not len(idx):  # the pipeline was settled without a chunk to sniff
+                self._pipelines.pop(dataset.id, None)
+            path = self._dataset_domain.get(dataset.id)
+        if path is not None:
+            self.touch(path)
+
 
 def _same_domain(obj_id: str, root_id: str) -> bool:
     try:

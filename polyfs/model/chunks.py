@@ -126,6 +126,17 @@ class ChunkIndex:
     def size_of(self, linear: int) -> int:
         return int(self.sizes_for(np.asarray([linear]))[0])
 
+    def updated(self, sizes: dict[int, int], removed: Sequence[int] = ()) -> "ChunkIndex":
+        """A new index with chunks added or resized (linear -> size) and others removed."""
+        drop = np.asarray(list(sizes) + list(removed), dtype=np.int64)
+        keep = ~np.isin(self.linear, drop)
+        add_l = np.fromiter(sizes.keys(), dtype=np.int64, count=len(sizes))
+        add_s = np.fromiter(sizes.values(), dtype=np.int64, count=len(sizes))
+        linear = np.concatenate([self.linear[keep], add_l])
+        size = np.concatenate([self.sizes[keep], add_s])
+        order = np.argsort(linear, kind="stable")
+        return ChunkIndex(self.dataset_id, self.prefix, self.grid, linear[order], size[order])
+
     def first(self) -> int | None:
         return int(self.linear[0]) if self.linear.size else None
 

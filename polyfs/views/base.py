@@ -35,6 +35,7 @@ class ViewContext:
 
     catalog: "Catalog"
     options: ViewOptions = field(default_factory=ViewOptions)
+    domains: Any = None  # the mount's DomainList (root.py), once built
 
     @property
     def store(self):

@@ -53,6 +53,7 @@ import numpy as np
 from ..binfmt import Layout
 from ..codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
 from ..model import values
+from ..model.editor import is_implicit
 from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel, Entry
 from ..model.types import ArrayType, EnumType, FloatType, IntType, resolved
@@ -275,7 +276,8 @@ class N5Domain(hdmf.Hierarchy):
             attrs = self.group_attributes(group, path, skip=SKIP_ATTRS)
             if path == "/":
                 attrs["n5"] = N5_VERSION
-            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(attrs), group.last_modified or None)}
+            out: dict[str, Node] = {} if is_implicit(group) and path != "/" else {
+                META: literal_file(META, hdmf.dumps(attrs), group.last_modified or None)}
             for child, entry in self.children.get(path, []):
                 if child == META:
                     log.warning("n5: %s is named like N5 metadata; not shown", self.where(entry.path))

@@ -223,6 +223,7 @@ class DomainList:
 def build_root(ctx: ViewContext, views: list[str] | None = None, ttl: float = 5.0) -> DirNode:
     """The mount root: one DomainDir per view."""
     domains = DomainList(ctx.catalog, ttl)
+    ctx.domains = domains
     entries: dict[str, Node] = {}
     for spec in load_views(views):
         entries[spec.name] = DomainDir(spec.name, spec, ctx, domains)

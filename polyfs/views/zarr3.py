@@ -38,7 +38,10 @@ dimension), as long as the shard then holds at most
 The shard is therefore roughly cubic in elements, never larger than
 ``shard_max_chunks`` chunks, and covers the whole array when that fits.
 ``ViewOptions.shard_shape[<dataset path>]`` (chunks per shard along each
-dimension) overrides the rule for one dataset.
+dimension) overrides the rule for one dataset, and so does the layout a
+writer chose when it created the array through this view (kept in the
+dataset's ``creationProperties.polyfs``: ``zarr_chunks_per_shard`` or
+``zarr_sharded: false``), so the writer finds its files where it put them.
 
 **Unsharded** (``zarr_sharded=False``): one file per stored chunk at
 ``c/i/j/k`` with the codec chain directly. Scalar datasets are always
@@ -71,6 +74,7 @@ from ..codecs.pipeline import Pipeline
 from ..codecs.registry import BZIP2, DEFLATE, ZSTD
 from ..errors import PolyfsError, UnsupportedType
 from ..model import values
+from ..model.editor import is_implicit
 from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel, Entry
 from ..model.types import resolved
@@ -244,7 +248,7 @@ class ArrayPlan:
         if not self.use_shards:
             return (1,) * len(self.grid)
         rank = len(self.ds.grid)
-        opt = self.ctx.options.shard_shape.get(self.path)
+        opt = self.ctx.options.shard_shape.get(self.path) or self.hints.get("zarr_chunks_per_shard")
         if opt is not None:
             if len(opt) == rank and all(int(k) > 0 for k in opt):
                 return tuple(min(int(k), max(g, 1)) for k, g in zip(opt, self.ds.grid)) + (1,) * len(self.zt.inner)
@@ -253,8 +257,18 @@ class ArrayPlan:
         return shard_factors(self.grid, self.chunk_shape, self.ctx.options.shard_max_chunks)
 
     @property
+    def hints(self) -> dict:
+        """How a writer laid the array out through this view (kept with the dataset)."""
+        h = self.ds.creation_properties.get("polyfs")
+        return h if isinstance(h, dict) else {}
+
+    @property
     def use_shards(self) -> bool:
-        return self.sharded and not self.is_scalar and not self.void_fill
+        if "zarr_sharded" in self.hints:
+            sharded = bool(self.hints["zarr_sharded"])
+        else:
+            sharded = self.sharded or "zarr_chunks_per_shard" in self.hints
+        return sharded and not self.is_scalar and not self.void_fill
 
     @property
     def void_fill(self) -> bool:
@@ -366,7 +380,8 @@ class ZarrDomain(hdmf.Hierarchy):
     def group_node(self, name: str, group: Group, path: str) -> DirNode:
         def load() -> dict[str, Node]:
             meta = {"zarr_format": 3, "node_type": "group", "attributes": self.group_attributes(group, path)}
-            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(meta), group.last_modified or None)}
+            out: dict[str, Node] = {} if is_implicit(group) else {
+                META: literal_file(META, hdmf.dumps(meta), group.last_modified or None)}
             for child, entry in self.children.get(path, []):
                 if child == META:
                     log.warning("zarr: %s is named like Zarr metadata; not shown", self.where(entry.path))

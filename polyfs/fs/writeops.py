@@ -1,0 +1,319 @@
+"""The write half of the FUSE operations: buffers, flush-time ingest, tree changes.
+
+Format knowledge stays in :mod:`polyfs.writes`; this module only moves bytes
+between the kernel and :class:`~polyfs.fs.overlay.PendingFile` buffers and
+calls the write service at the moments POSIX tools expect: flush/fsync of a
+written file (so ``close()`` returns the error), ``rename`` of a temporary
+onto a real name (tensorstore's ``X.__lock`` -> ``X``), ``truncate`` without
+an open file, ``mkdir``/``unlink``/``rmdir``.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+import pyfuse3
+
+from ..errors import CrossDevice, IsADirectory, NotFound, ReadOnly
+from ..views.base import DirNode, FileNode
+from .inodes import InodeEntry
+from .overlay import Overlay, PendingDir, PendingFile
+
+log = logging.getLogger(__name__)
+
+
+class WriteHandle:
+    """An open file description that may write."""
+
+    def __init__(self, entry: InodeEntry, pending: PendingFile, pid: int) -> None:
+        self.entry = entry
+        self.pending = pending
+        self.pid = pid
+
+
+class Invalidator:
+    """Tells the kernel to drop cached pages and attributes, off the FUSE loop
+    (a notification from inside a request handler can deadlock). Requests are
+    coalesced: an inode queued several times is invalidated once."""
+
+    def __init__(self) -> None:
+        self._pending: set[int] = set()
+        self._cond = threading.Condition()
+        self._t = threading.Thread(target=self._run, name="polyfs-invalidate", daemon=True)
+        self._t.start()
+
+    def push(self, inos: list[int]) -> None:
+        with self._cond:
+            self._pending.update(inos)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                batch, self._pending = self._pending, set()
+            for ino in batch:
+                try:
+                    pyfuse3.invalidate_inode(ino, attr_only=False)
+                except Exception:  # noqa: BLE001 - the kernel may have forgotten the inode
+                    pass
+
+
+class WriteOps:
+    """Mixin for :class:`~polyfs.fs.operations.Operations` (uses its inodes, thread pool, errors)."""
+
+    def _init_writes(self, service: Any) -> None:
+        self.service = service
+        self.overlay = Overlay()
+        self.version = 0
+        self._read_at: dict[tuple[int, str], float] = {}
+        self._invalidator = Invalidator() if service is not None else None
+
+    # -- helpers ------------------------------------------------------------------------
+    def _writable(self, path: str) -> None:
+        if self.read_only or self.service is None:
+            raise ReadOnly(f"{path}: this mount is read-only")
+        self.service.router.view_of(path)
+
+    def _changed(self, path: str) -> None:
+        """The store changed under ``path``'s domain: re-resolve nodes, and have the
+        kernel drop what it cached of that domain's files in every view."""
+        self.version += 1
+        if self._invalidator is None:
+            return
+        try:
+            prefixes = self.service.view_prefixes(path)
+        except Exception:  # noqa: BLE001 - a domain just deleted: nothing cached matters
+            return
+        inos = [e.ino for e in self.inodes.entries()
+                if any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
+        self._invalidator.push(inos)
+
+    def note_read_open(self, pid: int, path: str) -> None:
+        """When a process last read a chunk file: the base of its read-modify-write."""
+        if self.service is not None and not self.read_only:
+            self._read_at[(pid, path)] = time.time()
+            if len(self._read_at) > 100_000:
+                self._read_at.clear()
+
+    def _pending_for(self, entry: InodeEntry, flags: int, pid: int) -> PendingFile:
+        path = entry.path
+        node = self.overlay.get(path)
+        if isinstance(node, PendingFile):
+            if flags & os.O_TRUNC:
+                node.truncate(0)
+            return node
+        base = self._read_at.get((pid, path), time.time())
+        data = b""
+        if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
+            vf = entry.node.vfile()
+            data = self.reader.read(vf, 0, vf.size)
+        pending = PendingFile(path, data, self.service.is_ingestible(path), base)
+        if flags & os.O_TRUNC:
+            pending.dirty = True  # an emptied file is a change even if nothing is written
+        self.overlay.add_file(pending)
+        entry.node = pending
+        return pending
+
+    def _ingest(self, pending: PendingFile, path: str | None = None) -> None:
+        """Hand a dirty buffer to the write service (in a worker thread)."""
+        target = path or pending.path
+        if not pending.dirty or not (pending.ingest or path is not None):
+            return
+        data = pending.contents()
+        self.service.ingest(target, data, pending.base_time)
+        pending.dirty = False
+        self._changed(target)
+
+    # -- opening for write ------------------------------------------------------------------
+    async def _open_write(self, entry: InodeEntry, flags: int, ctx) -> pyfuse3.FileInfo:
+        self._writable(entry.path)
+        if entry.node.is_dir:
+            raise IsADirectory(entry.path)
+        pending = await self._thread(self._pending_for, entry, flags, ctx.pid)
+        pending.opens += 1
+        fh = self._new_fh(WriteHandle(entry, pending, ctx.pid))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
+
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
+        return await self._create(parent_inode, name, mode, flags, ctx)
+
+    async def _create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
+        parent = self.inodes.get(parent_inode)
+        text = os.fsdecode(name)
+        path = self.inodes.child_path(parent, text)
+        self._writable(path)
+        existing = await self._thread(self._lookup_node, parent, text)
+        if existing is not None:
+            if flags & os.O_EXCL:
+                raise FileExistsError(errno.EEXIST, path)
+            entry = self.inodes.remember(path, existing)
+        else:
+            ingest = await self._thread(self.service.is_ingestible, path)
+            pending = PendingFile(path, b"", ingest, self._read_at.get((ctx.pid, path), time.time()))
+            pending.dirty = True
+            self.overlay.add_file(pending)
+            entry = self.inodes.remember(path, pending)
+        info = await self._open_write(entry, flags | os.O_TRUNC if existing is None else flags, ctx)
+        return info, self._node_attr(entry.node, entry.ino)
+
+    def _lookup_node(self, parent: InodeEntry, name: str):
+        try:
+            return self._child(parent, name)[1]
+        except NotFound:
+            return None
+
+    # -- data ----------------------------------------------------------------------------------
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        handle = self._handles[fh]
+        if not isinstance(handle, WriteHandle):
+            raise pyfuse3.FUSEError(errno.EBADF)
+        return handle.pending.write(off, buf)
+
+    async def _flush_handle(self, handle: Any) -> None:
+        if isinstance(handle, WriteHandle) and handle.pending.dirty and handle.pending.ingest:
+            await self._thread(self._ingest, handle.pending)
+
+    async def _release_handle(self, handle: Any) -> None:
+        if not isinstance(handle, WriteHandle):
+            return
+        p = handle.pending
+        p.opens -= 1
+        if p.opens > 0:
+            return
+        try:
+            await self._flush_handle(handle)
+        except Exception as exc:  # noqa: BLE001 - release has no one to report to
+            log.error("%s: not stored at release: %s", p.path, exc)
+        if p.ingest and self.overlay.get(p.path) is p:
+            self.overlay.drop(p.path)  # the view shows the stored file from now on
+            self.version += 1
+
+    async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
+        entry = self.inodes.get(inode)
+        if fields.update_size:
+            self._writable(entry.path)
+            if entry.node.is_dir:
+                raise IsADirectory(entry.path)
+            handle = self._handles.get(fh) if fh is not None else None
+            if isinstance(handle, WriteHandle):
+                handle.pending.truncate(attr.st_size)
+            else:  # truncate(2) on a path: a write of its own
+                pending = await self._thread(self._pending_for, entry, 0, ctx.pid)
+                pending.truncate(attr.st_size)
+                if pending.opens == 0:
+                    try:
+                        await self._thread(self._ingest, pending)
+                    finally:
+                        if pending.ingest:
+                            self.overlay.drop(pending.path)
+        elif not self.read_only and self.service is not None:
+            pass  # modes and times are not stored: accepted so cp -p and touch work
+        else:
+            raise ReadOnly(f"{entry.path}: this mount is read-only")
+        return await self.getattr(inode, ctx)
+
+    # -- the tree ---------------------------------------------------------------------------------
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
+        parent = self.inodes.get(parent_inode)
+        text = os.fsdecode(name)
+        path = self.inodes.child_path(parent, text)
+        self._writable(path)
+        if await self._thread(self._lookup_node, parent, text) is not None:
+            raise FileExistsError(errno.EEXIST, path)
+        await self._thread(self.service.mkdir, path)
+        self._changed(path)
+        parent.node = await self._thread(self._resolve, parent.path)
+        node = await self._thread(self._lookup_node, parent, text)
+        if node is None:
+            node = self.overlay.add_dir(path)
+        entry = self.inodes.remember(path, node)
+        return self._node_attr(node, entry.ino)
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
+        parent = self.inodes.get(parent_inode)
+        path = self.inodes.child_path(parent, os.fsdecode(name))
+        self._writable(path)
+        if self.overlay.has_below(path):
+            raise OSError(errno.ENOTEMPTY, path)
+        known = isinstance(self.overlay.get(path), PendingDir)
+        try:
+            await self._thread(self.service.rmdir, path)
+        except NotFound:
+            if not known:
+                raise
+        self.overlay.drop(path)
+        self._changed(path)
+
+    async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
+        parent = self.inodes.get(parent_inode)
+        path = self.inodes.child_path(parent, os.fsdecode(name))
+        self._writable(path)
+        node = self.overlay.get(path)
+        if isinstance(node, PendingFile):
+            self.overlay.drop(path)
+            node.dirty = False
+            if not node.ingest:
+                return  # a scratch file: never reached the store
+        if isinstance(node, PendingDir):
+            raise IsADirectory(path)
+        try:
+            await self._thread(self.service.unlink, path)
+        except NotFound:
+            # gone already (its array was removed with its metadata): the kernel still
+            # knew the name, so the unlink that removes it succeeds
+            if node is None and self.inodes.peek(path) is None:
+                raise
+        self._changed(path)
+
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
+                     flags: int, ctx) -> None:
+        old_parent = self.inodes.get(parent_inode_old)
+        new_parent = self.inodes.get(parent_inode_new)
+        src = self.inodes.child_path(old_parent, os.fsdecode(name_old))
+        dst = self.inodes.child_path(new_parent, os.fsdecode(name_new))
+        self._writable(src)
+        self._writable(dst)
+        node = self.overlay.get(src)
+        if not isinstance(node, PendingFile):
+            raise CrossDevice(f"{src} -> {dst}: only files being written can be renamed; tools copy instead")
+        ingest = await self._thread(self.service.is_ingestible, dst)
+        if ingest:
+            node.dirty = True
+            await self._thread(self._ingest, node, dst)
+            self.overlay.drop(src)
+            self.inodes.rename(src, dst)
+            old = self.overlay.get(dst)
+            if isinstance(old, PendingFile):
+                self.overlay.drop(dst)
+            node.path, node.ingest = dst, True
+            self.version += 1
+            return
+        self.overlay.drop(src)
+        node.path = dst
+        self.overlay.add_file(node)
+        self.inodes.rename(src, dst)
+
+    # -- resolution ---------------------------------------------------------------------------------
+    def _resolve(self, path: str):
+        """The node at ``path`` now (views may have re-rendered since it was looked up)."""
+        node = self.inodes.get(1).node
+        walked = ""
+        for name in [p for p in path.split("/") if p]:
+            walked = f"{walked}/{name}" if walked else name
+            pending = self.overlay.get(walked)
+            child = pending if isinstance(pending, PendingFile) else None
+            if child is None and isinstance(node, DirNode) and not isinstance(node, PendingDir):
+                child = node.entries().get(name)
+            if child is None:
+                child = pending
+            if child is None:
+                raise NotFound(path)
+            node = child
+        return node

@@ -1,0 +1,352 @@
+"""Change an existing domain, one atomic store write at a time.
+
+Writes through the views land here. Every change is made copy-on-write: the
+changed object is copied, written to the store (an atomic put), and a new
+:class:`DomainModel` holding it replaces the catalog's cached one, whose
+generation moves so every view re-plans its files. Files laid out from the
+old model keep reading the old, immutable objects until then.
+
+Order keeps a crash harmless: a new object is written before the link that
+makes it reachable (a crash leaves an unreachable object, which
+``polyfs check --repair`` removes), and a link is removed before the object
+it pointed at is deleted. Chunks are single objects, each put atomically, so
+a crash leaves every chunk either old or new.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import zlib
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..codecs.pipeline import Pipeline, adler32_of_zlib
+from ..codecs.registry import DEFLATE, Filter
+from ..errors import AlreadyExists, InvalidInput, NotFound, PolyfsError
+from . import ids, keys
+from .catalog import Catalog
+from .schema import Attribute, Dataset, Group, Link, Shape, UNLIMITED, now
+from .tree import DomainModel, Obj
+from .types import DType
+from .writer import DomainWriter
+
+log = logging.getLogger(__name__)
+
+
+class DomainEditor:
+    """Model changes for the write path; safe to call from many worker threads."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.store = catalog.store
+        self._locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+
+    def lock(self, path: str) -> threading.RLock:
+        """The lock serialising metadata changes of one domain."""
+        path = keys.normalize_domain(path)
+        with self._guard:
+            return self._locks.setdefault(path, threading.RLock())
+
+    def model(self, path: str) -> DomainModel:
+        return self.catalog.load(path)
+
+    # -- domains ------------------------------------------------------------
+    def create_domain(self, path: str) -> DomainModel:
+        """A new, empty domain (a root group and its ``.domain.json``)."""
+        with self.lock(path):
+            DomainWriter(self.catalog, path).commit()
+            self.catalog.touch(path)
+            return self.catalog.load(path)
+
+    def delete_domain(self, path: str) -> None:
+        """The domain's ``.domain.json`` first (it disappears at once), then its objects."""
+        with self.lock(path):
+            model = self.catalog.load(path)
+            self.store.delete(keys.domain_key(path))
+            self.catalog.invalidate(path)
+            self.catalog.touch(path)
+            if model.domain.root:
+                for prefix in (keys.domain_db_prefix(model.domain.root), *keys.derived_prefixes(model.domain.root)):
+                    self.store.delete_prefix(prefix)
+
+    # -- objects ------------------------------------------------------------
+    def _parent(self, model: DomainModel, h5path: str) -> tuple[Group, str]:
+        parts = [p for p in h5path.split("/") if p]
+        if not parts:
+            raise InvalidInput(f"{model.path}: the root group cannot be created or removed")
+        name = parts[-1]
+        if name in (".", "..") or not name:
+            raise InvalidInput(f"invalid name {name!r}")
+        parent = model.resolve("/".join(parts[:-1]))
+        if not isinstance(parent, Group):
+            raise InvalidInput(f"{model.path}: {'/' + '/'.join(parts[:-1])} is not a group")
+        return parent, name
+
+    def _install(self, model: DomainModel, changed: Iterable[Obj], removed: Iterable[str] = ()) -> DomainModel:
+        """A new model with ``changed`` objects replaced or added and ``removed`` ids dropped."""
+        new = DomainModel(model.domain, dict(model.groups), dict(model.datasets), dict(model.datatypes))
+        for obj in changed:
+            table = {"group": new.groups, "dataset": new.datasets, "datatype": new.datatypes}[ids.kind_of(obj.id)]
+            table[obj.id] = obj
+        for oid in removed:
+            for table in (new.groups, new.datasets, new.datatypes):
+                table.pop(oid, None)
+        self.catalog.install(new)
+        return new
+
+    def _linked(self, parent: Group, name: str, link: Link | None) -> Group:
+        g = copy.deepcopy(parent)
+        if link is None:
+            g.links.pop(name, None)
+        else:
+            g.links[name] = link
+        g.last_modified = now()
+        return g
+
+    def create_group(self, path: str, h5path: str, implicit: bool = False) -> Group:
+        """``implicit``: made by ``mkdir`` alone; views that need metadata to call a
+        directory a group (Zarr, N5) hide its metadata file while it stays empty."""
+        with self.lock(path):
+            model = self.model(path)
+            parent, name = self._parent(model, h5path)
+            if name in parent.links:
+                raise AlreadyExists(f"{model.path}:{h5path} already exists")
+            t = now()
+            g = Group(ids.new_id("g", model.domain.root), model.domain.root, created=t, last_modified=t)
+            if implicit:
+                g.extra["polyfs"] = {"implicit": True}
+            self.catalog.put_object(g)  # first the object, then the link to it
+            p = self._linked(parent, name, Link(name, "hard", id=g.id, created=t))
+            self.catalog.put_object(p)
+            self._install(model, [g, p])
+            return g
+
+    def create_dataset(self, path: str, h5path: str, dtype: DType, dims: Sequence[int],
+                       chunks: Sequence[int], filters: Sequence[Filter], fill_value: Any = None,
+                       attributes: dict[str, Attribute] | None = None, view_hints: dict | None = None) -> Dataset:
+        """A chunked dataset, resizable without limit along every dimension."""
+        with self.lock(path):
+            model = self.model(path)
+            parent, name = self._parent(model, h5path)
+            if name in parent.links:
+                raise AlreadyExists(f"{model.path}:{h5path} already exists")
+            dims = tuple(int(d) for d in dims)
+            chunks = tuple(int(c) for c in chunks)
+            if len(chunks) != len(dims) or any(c <= 0 for c in chunks) or any(d < 0 for d in dims):
+                raise InvalidInput(f"chunk shape {list(chunks)} does not fit shape {list(dims)}")
+            pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize)
+            pipeline._check()
+            t = now()
+            props: dict[str, Any] = {}
+            if view_hints:
+                props["polyfs"] = dict(view_hints)
+            shape = Shape("simple", dims, tuple(UNLIMITED for _ in dims)) if dims else Shape("scalar")
+            ds = Dataset(ids.new_id("d", model.domain.root), model.domain.root, dtype, shape,
+                         chunks if dims else (), "H5D_CHUNKED" if dims else "H5D_CONTIGUOUS",
+                         pipeline.to_json(), fill_value, dict(attributes or {}), props, t, t)
+            self.catalog.put_object(ds)
+            p = self._linked(parent, name, Link(name, "hard", id=ds.id, created=t))
+            self.catalog.put_object(p)
+            self._install(model, [ds, p])
+            return ds
+
+    def set_attributes(self, path: str, obj_id: str, set_: dict[str, Attribute], remove: Iterable[str] = ()) -> None:
+        """Add or replace ``set_`` and drop ``remove`` on one object (one JSON write)."""
+        remove = [n for n in remove if n not in set_]
+        with self.lock(path):
+            model = self.model(path)
+            obj = copy.deepcopy(model.get(obj_id))
+            changed = False
+            for name in remove:
+                changed |= obj.attributes.pop(name, None) is not None
+            for name, attr in set_.items():
+                old = obj.attributes.get(name)
+                if old is None or old.to_json() != attr.to_json():
+                    obj.attributes[name] = attr
+                    changed = True
+            if not changed:
+                return
+            obj.last_modified = now()
+            self.catalog.put_object(obj)
+            self._install(model, [obj])
+
+    def make_explicit(self, path: str, group_id: str) -> None:
+        """A group's metadata was written: it is a group in every view from now on."""
+        with self.lock(path):
+            model = self.model(path)
+            g = copy.deepcopy(model.groups[group_id])
+            if not is_implicit(g):
+                return
+            g.extra.pop("polyfs", None)
+            self.catalog.put_object(g)
+            self._install(model, [g])
+
+    def make_implicit(self, path: str, group_id: str) -> None:
+        """A group whose metadata file was removed: hidden by Zarr and N5 while it is empty."""
+        with self.lock(path):
+            model = self.model(path)
+            g = copy.deepcopy(model.groups[group_id])
+            if g.extra.get("polyfs") == {"implicit": True}:
+                return
+            g.extra["polyfs"] = {"implicit": True}
+            self.catalog.put_object(g)
+            self._install(model, [g])
+
+    def set_view_hints(self, path: str, ds_id: str, hints: dict) -> None:
+        """Remember how a view presents a dataset (e.g. the Zarr shard shape a writer chose)."""
+        with self.lock(path):
+            model = self.model(path)
+            ds = copy.deepcopy(model.datasets[ds_id])
+            if ds.creation_properties.get("polyfs") == hints:
+                return
+            ds.creation_properties["polyfs"] = dict(hints)
+            self.catalog.put_object(ds)
+            self._install(model, [ds])
+
+    def resize(self, path: str, ds_id: str, dims: Sequence[int]) -> None:
+        """A new extent within ``maxdims``; chunks wholly outside it are deleted."""
+        dims = tuple(int(d) for d in dims)
+        with self.lock(path):
+            model = self.model(path)
+            old = model.datasets[ds_id]
+            if old.shape.kind != "simple" or len(dims) != old.shape.rank:
+                raise InvalidInput(f"dataset {ds_id}: cannot change rank or reshape a scalar to {list(dims)}")
+            if dims == old.shape.dims:
+                return
+            maxdims = old.shape.maxdims or old.shape.dims
+            for d, m in zip(dims, maxdims):
+                if d < 0 or (m is not UNLIMITED and d > m):
+                    raise InvalidInput(f"shape {list(dims)} exceeds the maximum shape "
+                                       f"{['unlimited' if m is None else m for m in maxdims]}")
+            ds = copy.deepcopy(old)
+            ds.shape = Shape("simple", dims, old.shape.maxdims)
+            ds.last_modified = now()
+            outside = self._chunks_outside(old, ds)
+            self.catalog.put_object(ds)
+            for key in outside:
+                self.store.delete(key)
+            self.catalog.invalidate_dataset(ds_id)
+            self._drop_persisted_index(ds_id)
+            self._install(model, [ds])
+
+    def _chunks_outside(self, old: Dataset, new: Dataset) -> list[str]:
+        idx = self.catalog.chunk_index(old)
+        if not len(idx):
+            return []
+        coords = np.asarray(idx.coords_of(idx.linear)).reshape(len(idx), -1)
+        grid = np.asarray(new.grid, dtype=np.int64)
+        out = ~(coords < grid).all(axis=1)
+        return [idx.key(int(lin)) for lin in idx.linear[out]]
+
+    def delete(self, path: str, h5path: str, recursive: bool = False) -> None:
+        """Unlink ``h5path``; delete the object (and, for groups with ``recursive``,
+        everything below) when no other link in the domain reaches it."""
+        with self.lock(path):
+            model = self.model(path)
+            parent, name = self._parent(model, h5path)
+            link = parent.links.get(name)
+            if link is None:
+                raise NotFound(f"{model.path}:{h5path} not found")
+            target = model.get(link.id) if link.kind == "hard" and link.id else None
+            if isinstance(target, Group) and target.links and not recursive:
+                from ..errors import NotEmpty
+                raise NotEmpty(f"{model.path}:{h5path} is not empty")
+            p = self._linked(parent, name, None)
+            self.catalog.put_object(p)  # unreachable first, then deleted
+            model = self._install(model, [p])
+            if target is None:
+                return
+            reachable = set(model.canonical_paths())
+            doomed = [oid for oid in _subtree(model, target) if oid not in reachable]
+            for oid in doomed:
+                if ids.kind_of(oid) == "dataset":
+                    self.store.delete_prefix(keys.dataset_prefix(oid))
+                    self._drop_derived(oid)
+                else:
+                    self.store.delete(keys.object_key(oid))
+            self._install(model, [], doomed)
+
+    # -- chunks ---------------------------------------------------------------
+    def put_chunks(self, path: str, ds: Dataset, items: Sequence[tuple[Sequence[int], bytes]],
+                   deletes: Sequence[Sequence[int]] = ()) -> None:
+        """Store encoded chunks as they are and delete others; keeps the CRC table
+        of deflate datasets and the in-memory chunk index up to date."""
+        if not items and not deletes:
+            return
+        grid = ds.grid or (1,)
+        for coords, _ in items:
+            _check_coords(ds, coords)
+        if self.store.read_only:
+            from ..errors import ReadOnly
+            raise ReadOnly(f"store {self.store.url} is read-only")
+        self._drop_persisted_index(ds.id)  # before any chunk moves: no stale index survives a crash
+        crcs = []
+        deflate = _deflate_last(self.catalog.declared_pipeline(ds))
+        sizes: dict[int, int] = {}
+        for coords, data in items:
+            key = keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,))
+            self.store.put(key, data)
+            linear = int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid))
+            sizes[linear] = len(data)
+            if deflate:
+                crcs.append((linear, adler32_of_zlib(data), zlib.crc32(zlib.decompress(data))))
+        gone = []
+        for coords in deletes:
+            key = keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,))
+            self.store.delete(key)
+            gone.append(int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid)))
+        if crcs:
+            self.catalog.save_crcs(ds.id, crcs)
+        self.catalog.chunks_updated(ds, sizes, gone)
+
+    def _drop_persisted_index(self, ds_id: str) -> None:
+        try:
+            self.store.delete(keys.chunk_index_key(ds_id))
+        except PolyfsError as exc:
+            log.warning("cannot drop the persisted chunk index of %s: %s", ds_id, exc)
+
+    def _drop_derived(self, ds_id: str) -> None:
+        for key in (keys.chunk_index_key(ds_id), keys.crc_table_key(ds_id)):
+            try:
+                self.store.delete(key)
+            except PolyfsError as exc:
+                log.warning("cannot delete %s: %s", key, exc)
+
+
+def is_implicit(g: Group) -> bool:
+    """A group made by ``mkdir`` that nobody has written metadata or members into."""
+    flag = g.extra.get("polyfs")
+    return isinstance(flag, dict) and bool(flag.get("implicit")) and not g.links and not g.attributes
+
+
+def _check_coords(ds: Dataset, coords: Sequence[int]) -> None:
+    grid = ds.grid or (1,)
+    c = tuple(int(x) for x in coords) if ds.grid else (0,)
+    if len(c) != len(grid) or any(not 0 <= x < g for x, g in zip(c, grid)):
+        raise InvalidInput(f"chunk {list(c)} is outside the grid {list(grid)} of dataset {ds.id}")
+
+
+def _deflate_last(p: Pipeline) -> bool:
+    return bool(p.filters) and p.filters[-1].id == DEFLATE and p.compressor is not None
+
+
+def _subtree(model: DomainModel, obj: Obj) -> list[str]:
+    """Ids of ``obj`` and everything reachable from it by hard links."""
+    out, stack, seen = [], [obj], set()
+    while stack:
+        o = stack.pop()
+        if o.id in seen:
+            continue
+        seen.add(o.id)
+        out.append(o.id)
+        if isinstance(o, Group):
+            for link in o.links.values():
+                if link.kind == "hard" and link.id:
+                    try:
+                        stack.append(model.get(link.id))
+                    except NotFound:
+                        pass
+    return out

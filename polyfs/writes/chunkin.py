@@ -1,0 +1,101 @@
+"""Written chunk bytes -> canonical stored chunk bytes.
+
+A writer encodes a chunk with the codecs its metadata declares (its
+``Incoming`` encoding). When those decode the same way as the dataset's
+stored encoding (same filters in the same order, same byte order) the bytes
+are stored as written (a gzip member becomes the zlib stream it holds, no
+recompression); otherwise they are decoded and encoded again with the
+stored pipeline. Either way the chunk is decoded once to prove it is what it
+claims (a wrong size or a corrupt stream is refused before the store is
+touched).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codecs.pipeline import Pipeline, gzip_to_zlib, strip_crc32c
+from ..codecs.registry import BLOSC, DEFLATE, SHUFFLE, ZSTD, Filter
+from ..errors import CodecError, InvalidInput
+from ..model import values
+from ..model.schema import Dataset
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """How a writer encodes one chunk: its element dtype and HDF5-style filters."""
+
+    dtype: np.dtype  # element type with the writer's byte order
+    filters: tuple[Filter, ...] = ()
+    gzip_member: bool = False  # the outermost filter is a gzip member (Zarr gzip, N5 gzip)
+    crc32c: bool = False  # a crc32c checksum follows (Zarr crc32c codec)
+    fields: tuple = field(default=())
+
+    def pipeline(self) -> Pipeline:
+        return Pipeline(self.filters, self.dtype.itemsize)
+
+
+def stored_dtype(ds: Dataset) -> np.dtype:
+    dt = ds.type.numpy()
+    return dt.subdtype[0] if dt.subdtype is not None else dt
+
+
+def _same_encoding(inc: Incoming, stored: Pipeline, dt: np.dtype) -> bool:
+    if inc.dtype.str != dt.str and not (inc.dtype.itemsize == 1 and inc.dtype.kind == dt.kind):
+        return False
+    if tuple(f.id for f in inc.filters) != stored.ids:
+        return False
+    for a, b in zip(inc.filters, stored.filters):
+        if a.id == SHUFFLE and (a.cd_values[:1] or (inc.dtype.itemsize,)) != (b.cd_values[:1] or (stored.itemsize,)):
+            return False
+    return True
+
+
+def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: tuple[int, ...] | None = None) -> bytes:
+    """The canonical bytes of one chunk written as ``data``; ``dims`` is the block's
+    extent when a writer sends less than a full chunk (N5 edge blocks)."""
+    full = tuple(ds.chunks) if ds.chunks else ()
+    dims = full if dims is None else tuple(dims)
+    if len(dims) != len(full) or any(d > f or d < 0 for d, f in zip(dims, full)):
+        raise InvalidInput(f"block of shape {list(dims)} does not fit chunk shape {list(full)}")
+    if inc.crc32c:
+        data = strip_crc32c(data)
+    if inc.gzip_member:
+        data, _ = gzip_to_zlib(data)
+    nbytes = math.prod(dims) * inc.dtype.itemsize
+    pipe = inc.pipeline()
+    try:
+        raw = pipe.decode(data, nbytes) if not pipe.is_identity else data
+    except CodecError:
+        raise
+    except Exception as exc:  # numcodecs raises plain RuntimeError/ValueError
+        raise CodecError(f"chunk does not decode with {describe(inc)}: {exc}") from None
+    if len(raw) != nbytes:
+        raise InvalidInput(f"chunk decodes to {len(raw)} bytes; a {list(dims)} block of "
+                           f"{inc.dtype.name} needs {nbytes}")
+    dt = stored_dtype(ds)
+    if dims == full and _same_encoding(inc, stored, dt) and not stored.is_identity \
+            and (stored.ids[-1] != ZSTD or _zstd_sized(data)):
+        return data
+    arr = np.frombuffer(raw, dtype=inc.dtype).reshape(dims)
+    if dims != full:
+        block = values.fill_array(ds.type, ds.fill_value, full)
+        block[tuple(slice(0, s) for s in dims)] = arr
+        arr = block
+    out = np.ascontiguousarray(arr, dtype=dt).tobytes()
+    return stored.encode(out) if not stored.is_identity else out
+
+
+def _zstd_sized(frame: bytes) -> bool:
+    """zstd frames that carry their decoded size (the HDF5 zstd filter needs it)."""
+    if len(frame) < 5 or frame[:4] != b"\x28\xb5\x2f\xfd":
+        return False
+    desc = frame[4]
+    return (desc >> 6) != 0 or bool(desc & 0x20)
+
+
+def describe(inc: Incoming) -> str:
+    names = {DEFLATE: "deflate", ZSTD: "zstd", BLOSC: "blosc", SHUFFLE: "shuffle"}
+    return "+".join(names.get(f.id, str(f.id)) for f in inc.filters) or "no compression"

@@ -1,0 +1,93 @@
+"""Where a path of a writable view points: domain, object, and the rest.
+
+``zarr/home/alice/brain.zarr/grp/arr/c/0/1`` is domain ``/home/alice/brain.h5``,
+object ``/grp/arr`` (a dataset) and rest ``c/0/1``. Only the Zarr and N5
+views take writes; every other path is read-only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import NotFound, ReadOnly
+from ..model.schema import Dataset, Group
+from ..model.tree import DomainModel
+from ..views.root import DomainList, domain_stem
+
+WRITABLE = {"zarr": ".zarr", "n5": ".n5"}
+
+
+@dataclass
+class Target:
+    view: str  # "zarr" | "n5"
+    parts: list[str]  # the path below the view directory
+    domain: str | None = None  # None: the path is above any domain
+    model: DomainModel | None = None
+    obj: Group | Dataset | None = None  # the deepest existing object on the path
+    h5path: str = "/"
+    rest: list[str] = field(default_factory=list)  # components below ``obj``
+
+    @property
+    def suffix(self) -> str:
+        return WRITABLE[self.view]
+
+    def new_domain_path(self) -> str | None:
+        """The domain a new ``<name><suffix>`` directory here would create, if any."""
+        if self.domain is not None or not self.parts or not self.parts[-1].endswith(self.suffix):
+            return None
+        stem = self.parts[-1][: -len(self.suffix)]
+        if not stem or stem.startswith("."):
+            return None
+        return "/" + "/".join(self.parts[:-1] + [stem + ".h5"])
+
+    def child_path(self, name: str) -> str:
+        return (self.h5path.rstrip("/") + "/" + name) if name else self.h5path
+
+
+class Router:
+    def __init__(self, domains: DomainList, load) -> None:
+        self.domains = domains
+        self.load = load  # domain path -> DomainModel
+
+    def view_of(self, path: str) -> str:
+        view = path.split("/", 1)[0]
+        if view not in WRITABLE:
+            raise ReadOnly(f"{path or '/'}: the {view or 'root'} view is read-only (only zarr/ and n5/ take writes)")
+        return view
+
+    def route(self, path: str) -> Target:
+        view = self.view_of(path)
+        parts = [p for p in path.split("/")[1:] if p]
+        t = Target(view, parts)
+        suffix = WRITABLE[view]
+        leaves = {}
+        for dom in self.domains.paths():
+            stem = domain_stem(dom)
+            if stem:
+                leaves[tuple(stem[:-1]) + (stem[-1] + suffix,)] = dom
+        for i in range(1, len(parts) + 1):
+            dom = leaves.get(tuple(parts[:i]))
+            if dom is not None:
+                t.domain = dom
+                t.model = self.load(dom)
+                self._descend(t, parts[i:])
+                break
+        return t
+
+    @staticmethod
+    def _descend(t: Target, below: list[str]) -> None:
+        model = t.model
+        assert model is not None
+        obj = model.root
+        path = "/"
+        i = 0
+        while i < len(below) and isinstance(obj, Group):
+            link = obj.links.get(below[i])
+            if link is None or link.kind != "hard" or not link.id:
+                break
+            try:
+                obj = model.get(link.id)
+            except NotFound:
+                break
+            path = path.rstrip("/") + "/" + below[i]
+            i += 1
+        t.obj, t.h5path, t.rest = obj, path, below[i:]
