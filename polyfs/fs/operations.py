@@ -89,14 +89,17 @@ class Operations(WriteOps, pyfuse3.Operations):
 
     def _attr(self, entry: InodeEntry) -> pyfuse3.EntryAttributes:
         """Attributes of a node (may compute a file's size: call from a thread)."""
-        return self._node_attr(entry.node, entry.ino)
+        return self._node_attr(entry.node, entry.ino, entry.path)
 
-    def _node_attr(self, node: Node, ino: int) -> pyfuse3.EntryAttributes:
+    def _node_attr(self, node: Node, ino: int, path: str = "") -> pyfuse3.EntryAttributes:
         a = pyfuse3.EntryAttributes()
         a.st_ino = ino
         a.generation = 0
-        a.entry_timeout = self.entry_timeout
-        a.attr_timeout = self.entry_timeout
+        # files of a domain written through this mount change under the kernel's feet:
+        # it must ask again every time (no attribute or name caching for them)
+        timeout = 0.0 if self.volatile(path) else self.entry_timeout
+        a.entry_timeout = timeout
+        a.attr_timeout = timeout
         w = 0 if self.read_only else 0o200
         if node.is_dir:
             a.st_mode = stat.S_IFDIR | 0o555 | w
@@ -135,7 +138,7 @@ class Operations(WriteOps, pyfuse3.Operations):
     def _lookup_sync(self, parent_ino: int, name: str) -> pyfuse3.EntryAttributes:
         parent = self.inodes.get(parent_ino)
         path, node = self._child(parent, name)
-        attr = self._node_attr(node, 0)  # size first: a failure must not count a lookup
+        attr = self._node_attr(node, 0, path)  # size first: a failure must not count a lookup
         entry = self.inodes.remember(path, node)
         attr.st_ino = entry.ino
         return attr
@@ -221,7 +224,7 @@ class Operations(WriteOps, pyfuse3.Operations):
         out = []
         for name, node in handle.names[start:start + count]:
             try:
-                attr = self._node_attr(node, 0)
+                attr = self._node_attr(node, 0, self.inodes.child_path(handle.entry, name))
             except Exception as exc:  # an unreadable entry is still listed
                 log.error("cannot stat %s/%s: %s", handle.entry.path, name, exc)
                 attr = None
@@ -311,35 +314,51 @@ class Operations(WriteOps, pyfuse3.Operations):
         return []
 
     # -- changes to the tree (writeops.py does the work) ----------------------------
-    @fuse_errors
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
-        return await self._create(parent_inode, name, mode, flags, ctx)
+    def _check_writes(self) -> None:
+        if self.read_only or self.service is None:
+            raise ReadOnly("this mount is read-only")
 
     @fuse_errors
-    async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await WriteOps.write(self, fh, off, buf)
+    async def create(self, *args):
+        self._check_writes()
+        return await self._create(*args)
 
     @fuse_errors
-    async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
-        return await WriteOps.setattr(self, inode, attr, fields, fh, ctx)
+    async def write(self, *args) -> int:
+        self._check_writes()
+        return await WriteOps.write(self, *args)
 
     @fuse_errors
-    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
-        return await WriteOps.mkdir(self, parent_inode, name, mode, ctx)
+    async def setattr(self, *args) -> pyfuse3.EntryAttributes:
+        self._check_writes()
+        return await WriteOps.setattr(self, *args)
 
     @fuse_errors
-    async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
-        await WriteOps.rmdir(self, parent_inode, name, ctx)
+    async def mkdir(self, *args) -> pyfuse3.EntryAttributes:
+        self._check_writes()
+        return await WriteOps.mkdir(self, *args)
 
     @fuse_errors
-    async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
-        await WriteOps.unlink(self, parent_inode, name, ctx)
+    async def rmdir(self, *args) -> None:
+        self._check_writes()
+        await WriteOps.rmdir(self, *args)
 
     @fuse_errors
-    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx) -> None:
-        await WriteOps.rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
+    async def unlink(self, *args) -> None:
+        self._check_writes()
+        await WriteOps.unlink(self, *args)
+
+    @fuse_errors
+    async def rename(self, *args) -> None:
+        self._check_writes()
+        await WriteOps.rename(self, *args)
+
+    @fuse_errors
+    async def link(self, *args) -> pyfuse3.EntryAttributes:
+        self._check_writes()
+        return await WriteOps.link(self, *args)
 
     async def _refuse(self, *args: Any) -> Any:
         raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
 
-    mknod = symlink = link = setxattr = removexattr = _refuse
+    mknod = symlink = setxattr = removexattr = _refuse

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyfuse3
 
-from ..errors import CrossDevice, IsADirectory, NotFound, ReadOnly
+from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted, ReadOnly
 from ..views.base import DirNode, FileNode
 from .inodes import InodeEntry
 from .overlay import Overlay, PendingDir, PendingFile
@@ -73,6 +73,7 @@ class WriteOps:
         self.overlay = Overlay()
         self.version = 0
         self._read_at: dict[tuple[int, str], float] = {}
+        self._volatile: tuple[str, ...] = ()  # view paths of domains written through this mount
         self._invalidator = Invalidator() if service is not None else None
 
     # -- helpers ------------------------------------------------------------------------
@@ -91,9 +92,15 @@ class WriteOps:
             prefixes = self.service.view_prefixes(path)
         except Exception:  # noqa: BLE001 - a domain just deleted: nothing cached matters
             return
+        if not all(p in self._volatile for p in prefixes):
+            self._volatile = tuple(sorted(set(self._volatile) | set(prefixes)))
         inos = [e.ino for e in self.inodes.entries()
                 if any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
         self._invalidator.push(inos)
+
+    def volatile(self, path: str) -> bool:
+        """True for paths of domains written through this mount (kernel caches stay off)."""
+        return bool(self._volatile) and any(path == p or path.startswith(p + "/") for p in self._volatile)
 
     def note_read_open(self, pid: int, path: str) -> None:
         """When a process last read a chunk file: the base of its read-modify-write."""
@@ -155,13 +162,16 @@ class WriteOps:
                 raise FileExistsError(errno.EEXIST, path)
             entry = self.inodes.remember(path, existing)
         else:
+            target = await self._thread(self.service.route, path)
+            if target.domain is None or not target.rest:
+                raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
             ingest = await self._thread(self.service.is_ingestible, path)
             pending = PendingFile(path, b"", ingest, self._read_at.get((ctx.pid, path), time.time()))
             pending.dirty = True
             self.overlay.add_file(pending)
             entry = self.inodes.remember(path, pending)
         info = await self._open_write(entry, flags | os.O_TRUNC if existing is None else flags, ctx)
-        return info, self._node_attr(entry.node, entry.ino)
+        return info, self._node_attr(entry.node, entry.ino, entry.path)
 
     def _lookup_node(self, parent: InodeEntry, name: str):
         try:
@@ -234,7 +244,7 @@ class WriteOps:
         if node is None:
             node = self.overlay.add_dir(path)
         entry = self.inodes.remember(path, node)
-        return self._node_attr(node, entry.ino)
+        return self._node_attr(node, entry.ino, path)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
         parent = self.inodes.get(parent_inode)
@@ -286,6 +296,8 @@ class WriteOps:
         ingest = await self._thread(self.service.is_ingestible, dst)
         if ingest:
             node.dirty = True
+            # the writer's read-modify-write began when it last read the target, not the temporary
+            node.base_time = self._read_at.get((ctx.pid, dst), node.base_time)
             await self._thread(self._ingest, node, dst)
             self.overlay.drop(src)
             self.inodes.rename(src, dst)
@@ -299,6 +311,29 @@ class WriteOps:
         node.path = dst
         self.overlay.add_file(node)
         self.inodes.rename(src, dst)
+
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
+        """A second name for a file being written (zarr-python publishes a temporary this
+        way): the target is ingested from the same bytes; an existing target is EEXIST."""
+        entry = self.inodes.get(inode)
+        parent = self.inodes.get(new_parent_inode)
+        text = os.fsdecode(new_name)
+        dst = self.inodes.child_path(parent, text)
+        self._writable(dst)
+        node = self.overlay.get(entry.path)
+        if not isinstance(node, PendingFile):
+            raise CrossDevice(f"{entry.path} -> {dst}: only files being written can be linked")
+        if await self._thread(self._lookup_node, parent, text) is not None:
+            raise FileExistsError(errno.EEXIST, dst)
+        if not await self._thread(self.service.is_ingestible, dst):
+            raise NotPermitted(f"{dst}: links are only made to metadata and chunk files")
+        copy = PendingFile(dst, node.contents(), True, self._read_at.get((ctx.pid, dst), node.base_time))
+        copy.dirty = True
+        await self._thread(self._ingest, copy)
+        self.version += 1
+        new = await self._thread(self._resolve, dst)
+        e = self.inodes.remember(dst, new)
+        return self._node_attr(new, e.ino, dst)
 
     # -- resolution ---------------------------------------------------------------------------------
     def _resolve(self, path: str):

@@ -63,12 +63,24 @@ def test_mount_lists_views_and_refuses_writes(mount_store, store_dir):
     assert names  # one directory per available view
     for view in names:
         assert (m.path / view).is_dir()
+    # the HDF5 view is read-only even on a writable mount; files outside a domain are refused
     with pytest.raises(OSError) as ei:
-        (m.path / names[0] / "new-file").write_bytes(b"x")
+        (m.path / "hdf5" / "new-file").write_bytes(b"x")
     assert ei.value.errno == errno.EROFS
     with pytest.raises(OSError) as ei:
-        os.mkdir(m.path / names[0] / "newdir")
-    assert ei.value.errno == errno.EROFS
+        (m.path / "zarr" / "new-file").write_bytes(b"x")
+    assert ei.value.errno == errno.EPERM
+    with pytest.raises(OSError) as ei:
+        os.mkdir(m.path / "zarr" / "not-a-domain")
+    assert ei.value.errno == errno.EPERM
+    ro = mount_store(str(store_dir), "ro")
+    for view in names:
+        with pytest.raises(OSError) as ei:
+            (ro.path / view / "new-file").write_bytes(b"x")
+        assert ei.value.errno == errno.EROFS
+        with pytest.raises(OSError) as ei:
+            os.mkdir(ro.path / view / "new.zarr")
+        assert ei.value.errno == errno.EROFS
 
 
 def test_read_only_flag(mount_store, store_dir):
