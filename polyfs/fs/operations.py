@@ -12,6 +12,7 @@ import logging
 import os
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -167,9 +168,16 @@ class Operations(WriteOps, pyfuse3.Operations):
     @fuse_errors
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
         text = os.fsdecode(name)
-        if self._cheap_child(parent_inode, text):
-            return self._lookup_sync(parent_inode, text)
-        return await self._thread(self._lookup_sync, parent_inode, text)
+        at = time.time()
+        try:
+            if self._cheap_child(parent_inode, text):
+                return self._lookup_sync(parent_inode, text)
+            return await self._thread(self._lookup_sync, parent_inode, text)
+        except NotFound:
+            if self.service is not None and ctx is not None:
+                # a writer that found no file has seen "no chunks": the base of what it writes next
+                self.note_read_open(ctx.pid, self.inodes.child_path(self.inodes.get(parent_inode), text), at)
+            raise
 
     @fuse_errors
     async def forget(self, inode_list) -> None:
@@ -260,8 +268,9 @@ class Operations(WriteOps, pyfuse3.Operations):
     @fuse_errors
     async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
         entry = self.inodes.get(inode)
-        if entry.version != self.version:
-            await self._refresh(entry)
+        opened_at = time.time()  # before resolving: a read-modify-write's base (writeops.py)
+        if entry.version != self.version or (self.volatile(entry.path) and not flags & _WRITE_FLAGS):
+            await self._refresh(entry)  # a domain being written: always the newest layout
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
         if flags & _WRITE_FLAGS:
@@ -270,7 +279,7 @@ class Operations(WriteOps, pyfuse3.Operations):
             return await self._open_write(entry, flags, ctx)
         assert isinstance(entry.node, FileNode)
         if self.service is not None:
-            self.note_read_open(ctx.pid, entry.path)
+            self.note_read_open(ctx.pid, entry.path, opened_at)
         vfile = entry.node.vfile() if entry.node.built else await self._thread(entry.node.vfile)
         fh = self._new_fh(_FileHandle(entry, vfile))
         # The kernel keeps its page cache across opens while the file is unchanged;

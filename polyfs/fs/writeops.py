@@ -73,6 +73,7 @@ class WriteOps:
         self.overlay = Overlay()
         self.version = 0
         self._read_at: dict[tuple[int, str], float] = {}
+        self._tgids: dict[int, int] = {}
         self._volatile: tuple[str, ...] = ()  # view paths of domains written through this mount
         self._invalidator = Invalidator() if service is not None else None
 
@@ -102,10 +103,29 @@ class WriteOps:
         """True for paths of domains written through this mount (kernel caches stay off)."""
         return bool(self._volatile) and any(path == p or path.startswith(p + "/") for p in self._volatile)
 
-    def note_read_open(self, pid: int, path: str) -> None:
+    def process_of(self, tid: int) -> int:
+        """FUSE names the calling *thread*; a read-modify-write may read in one thread and
+        write in another, so bases are kept per process (thread group)."""
+        tgid = self._tgids.get(tid)
+        if tgid is None:
+            tgid = tid
+            try:
+                with open(f"/proc/{tid}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"Tgid:"):
+                            tgid = int(line.split()[1])
+                            break
+            except OSError:
+                pass
+            if len(self._tgids) > 65536:
+                self._tgids.clear()
+            self._tgids[tid] = tgid
+        return tgid
+
+    def note_read_open(self, pid: int, path: str, at: float) -> None:
         """When a process last read a chunk file: the base of its read-modify-write."""
         if self.service is not None and not self.read_only:
-            self._read_at[(pid, path)] = time.time()
+            self._read_at[(self.process_of(pid), path)] = at
             if len(self._read_at) > 100_000:
                 self._read_at.clear()
 
@@ -116,7 +136,7 @@ class WriteOps:
             if flags & os.O_TRUNC:
                 node.truncate(0)
             return node
-        base = self._read_at.get((pid, path), time.time())
+        base = self._read_at.get((self.process_of(pid), path), time.time())
         data = b""
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
             vf = entry.node.vfile()
@@ -166,7 +186,7 @@ class WriteOps:
             if target.domain is None or not target.rest:
                 raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
             ingest = await self._thread(self.service.is_ingestible, path)
-            pending = PendingFile(path, b"", ingest, self._read_at.get((ctx.pid, path), time.time()))
+            pending = PendingFile(path, b"", ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()))
             pending.dirty = True
             self.overlay.add_file(pending)
             entry = self.inodes.remember(path, pending)
@@ -297,7 +317,7 @@ class WriteOps:
         if ingest:
             node.dirty = True
             # the writer's read-modify-write began when it last read the target, not the temporary
-            node.base_time = self._read_at.get((ctx.pid, dst), node.base_time)
+            node.base_time = self._read_at.get((self.process_of(ctx.pid), dst), node.base_time)
             await self._thread(self._ingest, node, dst)
             self.overlay.drop(src)
             self.inodes.rename(src, dst)
@@ -327,7 +347,7 @@ class WriteOps:
             raise FileExistsError(errno.EEXIST, dst)
         if not await self._thread(self.service.is_ingestible, dst):
             raise NotPermitted(f"{dst}: links are only made to metadata and chunk files")
-        copy = PendingFile(dst, node.contents(), True, self._read_at.get((ctx.pid, dst), node.base_time))
+        copy = PendingFile(dst, node.contents(), True, self._read_at.get((self.process_of(ctx.pid), dst), node.base_time))
         copy.dirty = True
         await self._thread(self._ingest, copy)
         self.version += 1

@@ -440,6 +440,9 @@ class WriteService:
             puts.append((coords, new, key, old))
         if not puts and not deletes:
             return
+        if deletes:
+            log.info("%s: deleting chunks %s absent from the written file (read at %.3f)", where,
+                     [list(c) for c in deletes], base_time)
         self.editor.put_chunks(cf.domain, ds, [(c, b) for c, b, _, _ in puts], deletes)
         stamp = time.time()
         for _, _, key, old in puts:

@@ -190,7 +190,7 @@ def test_four_concurrent_writers_lose_nothing(mount_store, store):
         p.start()
     for p in procs:
         p.join(120)
-        assert p.exitcode == 0
+        assert p.exitcode == 0, m.log_text()[-3000:]
     want = np.zeros((128, 128), dtype="uint16")
     for i in range(4):
         rng = np.random.default_rng(i)
