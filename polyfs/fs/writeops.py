@@ -168,9 +168,6 @@ class WriteOps:
         fh = self._new_fh(WriteHandle(entry, pending, ctx.pid))
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
 
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
-        return await self._create(parent_inode, name, mode, flags, ctx)
-
     async def _create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
         parent = self.inodes.get(parent_inode)
         text = os.fsdecode(name)

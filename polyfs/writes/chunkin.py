@@ -12,13 +12,14 @@ touched).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..codecs.pipeline import Pipeline, gzip_to_zlib, strip_crc32c
 from ..codecs.registry import BLOSC, DEFLATE, SHUFFLE, ZSTD, Filter
 from ..errors import CodecError, InvalidInput
+from ..importers.common import zstd_has_content_size
 from ..model import values
 from ..model.schema import Dataset
 
@@ -31,7 +32,6 @@ class Incoming:
     filters: tuple[Filter, ...] = ()
     gzip_member: bool = False  # the outermost filter is a gzip member (Zarr gzip, N5 gzip)
     crc32c: bool = False  # a crc32c checksum follows (Zarr crc32c codec)
-    fields: tuple = field(default=())
 
     def pipeline(self) -> Pipeline:
         return Pipeline(self.filters, self.dtype.itemsize)
@@ -77,7 +77,7 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
                            f"{inc.dtype.name} needs {nbytes}")
     dt = stored_dtype(ds)
     if dims == full and _same_encoding(inc, stored, dt) and not stored.is_identity \
-            and (stored.ids[-1] != ZSTD or _zstd_sized(data)):
+            and (stored.ids[-1] != ZSTD or zstd_has_content_size(data)):
         return data
     arr = np.frombuffer(raw, dtype=inc.dtype).reshape(dims)
     if dims != full:
@@ -86,14 +86,6 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
         arr = block
     out = np.ascontiguousarray(arr, dtype=dt).tobytes()
     return stored.encode(out) if not stored.is_identity else out
-
-
-def _zstd_sized(frame: bytes) -> bool:
-    """zstd frames that carry their decoded size (the HDF5 zstd filter needs it)."""
-    if len(frame) < 5 or frame[:4] != b"\x28\xb5\x2f\xfd":
-        return False
-    desc = frame[4]
-    return (desc >> 6) != 0 or bool(desc & 0x20)
 
 
 def describe(inc: Incoming) -> str:

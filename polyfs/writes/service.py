@@ -354,7 +354,7 @@ class WriteService:
             raise UnsupportedType(f"{where} is not shown in the N5 view")
         return n5meta.dataset(plan.metadata(), where)
 
-    def _chunk_file(self, t: Target, probe: bool = False, prefix: bool = False) -> ChunkFile | None:
+    def _chunk_file(self, t: Target, probe: bool = False) -> ChunkFile | None:
         ds = t.obj
         assert isinstance(ds, Dataset)
         try:
@@ -365,8 +365,6 @@ class WriteService:
             raise
         grid = ds.grid
         if t.view == "zarr":
-            if prefix:
-                return ChunkFile(t.domain, ds, [], ()) if t.rest[0] == "c" else None
             pos = decl.file_position(t.rest)
             if pos is None:
                 return None
@@ -375,8 +373,6 @@ class WriteService:
             rank = len(grid)
             if not all(p.isdigit() for p in t.rest):
                 return None
-            if prefix:
-                return ChunkFile(t.domain, ds, [], ()) if len(t.rest) < rank else None
             if len(t.rest) != rank:
                 return None
             pos, per = tuple(int(p) for p in reversed(t.rest)), (1,) * rank
