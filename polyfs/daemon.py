@@ -152,19 +152,17 @@ def fuse_options(cfg: config_mod.MountConfig) -> set[str]:
     return opts
 
 
-def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None) -> None:
-    """Mount and serve until unmounted or signalled (blocks)."""
-    import pyfuse3
-    import trio
-
+def build_operations(cfg: config_mod.MountConfig, store=None):
+    """The whole file system without the kernel: store, catalog, views, write side and
+    the pyfuse3 operations over them (the daemon mounts this; tests await it directly)."""
     from .fs.operations import Operations
     from .model.catalog import Catalog
     from .reader import Reader
     from .views.base import ViewContext
     from .views.root import build_root
 
-    preflight(cfg)
-    store = open_checked_store(cfg)
+    if store is None:
+        store = open_checked_store(cfg)
     ctx = ViewContext(Catalog(store), cfg.view_options())
     reader = Reader(ctx, cache_bytes=cfg.cache_mb << 20)
     root = build_root(ctx, cfg.view_names(), ttl=cfg.domain_ttl)
@@ -174,8 +172,17 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
         from .writes.service import WriteService
 
         service = WriteService(ctx, Router(ctx.domains, ctx.catalog.load))
-    ops = Operations(root, reader, read_only=cfg.read_only, entry_timeout=cfg.entry_timeout,
-                     threads=cfg.threads, service=service)
+    return Operations(root, reader, read_only=cfg.read_only, entry_timeout=cfg.entry_timeout,
+                      threads=cfg.threads, service=service)
+
+
+def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None) -> None:
+    """Mount and serve until unmounted or signalled (blocks)."""
+    import pyfuse3
+    import trio
+
+    preflight(cfg)
+    ops = build_operations(cfg)
     try:
         pyfuse3.init(ops, cfg.mountpoint, fuse_options(cfg))
     except RuntimeError as exc:
@@ -209,7 +216,7 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
         try:
             pyfuse3.close(unmount=True)
         finally:
-            reader.close()
+            ops.reader.close()
             log.info("unmounted %s", cfg.mountpoint)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from .codecs.pipeline import Pipeline
 from .codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
 from .errors import PolyfsError
+from .formats import formats
 from .model import keys
 from .model import types as T
 from .model.catalog import Catalog
@@ -97,58 +98,13 @@ def codec_text(p: Pipeline) -> str:
 
 
 def views_text(ds: Dataset, p: Pipeline) -> str:
-    t = T.resolved(ds.type)
-    numeric = t.is_numeric
+    """Per view, how it serves the dataset: each format's own rule (``view.describe``)."""
     out = []
-    # HDF5: the table is HDF5's own filters; variable-length and references are rewritten
-    if t.is_vlen:
-        out.append("hdf5 transcoded (variable-length)")
-    elif _has_ref(t):
-        out.append("hdf5 transcoded (references)")
-    else:
-        out.append("hdf5 zero-copy")
-    out.append(_view_text("zarr", ds, p))
-    out.append(_view_text("n5", ds, p))
-    # TIFF: 2-D+ numeric, one plane deep, tiles multiple of 16, deflate/zstd/none
-    dims = ds.shape.array_shape
-    if not numeric or len(dims) < 2:
-        out.append("tiff -")
-    else:
-        out.append(_tiff_text(ds, p))
+    for fmt in formats():
+        describe = getattr(fmt.view(), "describe", None)
+        if describe is not None:
+            out.append(f"{fmt.name} {describe(ds, p)}")
     return ", ".join(out)
-
-
-def _view_text(view: str, ds: Dataset, p: Pipeline) -> str:
-    """The Zarr/N5 view's own rule (``describe`` in polyfs.views.zarr3 / n5)."""
-    from importlib import import_module
-
-    describe = import_module({"zarr": ".views.zarr3", "n5": ".views.n5"}[view], __package__).describe
-    return f"{view} {describe(ds, p)}"
-
-
-def _tiff_text(ds: Dataset, p: Pipeline) -> str:
-    try:  # the TIFF view's own rule, when the view is installed
-        from .views.tifftiles import zero_copy
-
-        return "tiff zero-copy" if zero_copy(ds, None, p) else "tiff transcoded"
-    except ImportError:  # pragma: no cover - without the TIFF view: DESIGN.md's rule
-        pass
-    if any(c != 1 for c in ds.chunks[:-2]) or any(c % 16 for c in ds.chunks[-2:]):
-        return "tiff transcoded (chunk shape)"
-    if len(p.filters) > 1 or (p.filters and p.filters[0].spec.tiff is None):
-        return "tiff transcoded (filters)"
-    return "tiff zero-copy"
-
-
-def _has_ref(t: T.DType) -> bool:
-    t = T.resolved(t)
-    if isinstance(t, T.ReferenceType):
-        return True
-    if isinstance(t, T.CompoundType):
-        return any(_has_ref(ft) for _, ft in t.fields)
-    if isinstance(t, (T.ArrayType, T.VlenType)):
-        return _has_ref(t.base)
-    return False
 
 
 def _attrs_line(obj) -> str | None:

@@ -217,7 +217,7 @@ def in_process_planning(store_dir: Path) -> None:
     sys.path.insert(0, str(REPO / "tests"))
     from support import make_ctx
 
-    from polyfs.views import hdf5
+    from polyfs.formats.hdf5 import view as hdf5
 
     ctx, reader = make_ctx(open_store(str(store_dir)))
     t0 = time.perf_counter()
@@ -315,7 +315,7 @@ def main() -> None:
             sys.path.insert(0, str(REPO / "tests"))
             from support import make_ctx, materialize
 
-            from polyfs.views import hdf5
+            from polyfs.formats.hdf5 import view as hdf5
 
             ctx, reader = make_ctx(open_store(str(rstore)))
             node = hdf5.domain_node(ctx.catalog.load("/bench/volume.h5"), ctx, "volume.h5")

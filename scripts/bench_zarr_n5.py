@@ -37,7 +37,8 @@ from polyfs.model.catalog import Catalog  # noqa: E402
 from polyfs.model.schema import Shape  # noqa: E402
 from polyfs.model.writer import DomainWriter  # noqa: E402
 from polyfs.store import open_store  # noqa: E402
-from polyfs.views import n5, zarr3  # noqa: E402
+from polyfs.formats.n5 import view as n5
+from polyfs.formats.zarr import view as zarr3
 from polyfs.views.base import ViewContext  # noqa: E402
 
 

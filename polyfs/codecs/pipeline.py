@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from ..errors import CodecError, UnknownFilter
-from .registry import BLOSC, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter, filter_from_json, filter_to_json
+from .registry import BLOSC, DEFLATE, ZSTD, Filter, filter_from_json, filter_to_json
 from .sniff import blosc_filter_from_header, sniff
 
 

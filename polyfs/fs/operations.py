@@ -25,7 +25,7 @@ from .overlay import PendingDir, PendingFile
 from .writeops import WriteHandle, WriteOps
 from ..reader import Reader
 from ..views.base import DirNode, FileNode, Node
-from .inodes import ROOT_INODE, InodeEntry, InodeTable
+from .inodes import InodeEntry, InodeTable
 
 log = logging.getLogger(__name__)
 

@@ -46,8 +46,8 @@ def detect_kind(source: Path) -> str:
             head = f.read(8)
     except OSError as exc:
         raise SourceError(source, exc.strerror or exc) from None
-    from .tiff import is_tiff_header
-    from .hdf5 import is_hdf5
+    from ..formats.tiff.source import is_tiff_header
+    from ..formats.hdf5.source import is_hdf5
 
     if is_hdf5(source):  # first: a polyglot file (TIFF header, HDF5 after a user block) is richer as HDF5
         return "hdf5"
@@ -109,11 +109,11 @@ def _old_root(catalog: Catalog, path: str) -> str | None:
 
 def _module(kind: str):
     if kind == "hdf5":
-        from . import hdf5 as m
+        from ..formats.hdf5 import source as m
     elif kind == "tiff":
-        from . import tiff as m
+        from ..formats.tiff import source as m
     elif kind == "zarr":
-        from . import zarr as m
+        from ..formats.zarr import source as m
     else:
-        from . import n5 as m
+        from ..formats.n5 import source as m
     return m

@@ -301,6 +301,18 @@ def resolved(t: DType) -> DType:
     return t.type if isinstance(t, Committed) else t
 
 
+def has_reference(t: DType) -> bool:
+    """True when an element of ``t`` holds an object or region reference anywhere."""
+    t = resolved(t)
+    if isinstance(t, ReferenceType):
+        return True
+    if isinstance(t, CompoundType):
+        return any(has_reference(ft) for _, ft in t.fields)
+    if isinstance(t, (ArrayType, VlenType)):
+        return has_reference(t.base)
+    return False
+
+
 Resolver = Callable[[str], DType]
 
 

@@ -51,7 +51,7 @@ from ..model import values
 from ..model.schema import Attribute, Dataset, Group, Link
 from ..model.tree import DomainModel, Entry
 from ..model.types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType,
-                           ReferenceType, StringType, VlenType, resolved)
+                           ReferenceType, StringType, VlenType, has_reference, resolved)
 from .root import domain_stem
 
 log = logging.getLogger(__name__)
@@ -99,17 +99,6 @@ def ref_json(obj_id: str | None, paths: Mapping[str, str]) -> dict | None:
     if not obj_id or obj_id not in paths:
         return None
     return {"source": ".", "path": paths[obj_id]}
-
-
-def has_reference(t: DType) -> bool:
-    t = resolved(t)
-    if isinstance(t, ReferenceType):
-        return True
-    if isinstance(t, CompoundType):
-        return any(has_reference(ft) for _, ft in t.fields)
-    if isinstance(t, (ArrayType, VlenType)):
-        return has_reference(t.base)
-    return False
 
 
 # -- attribute values -------------------------------------------------------------------

@@ -5,15 +5,14 @@ path without a trailing ``.h5``: domain ``/home/alice/brain.h5`` appears as
 ``zarr/home/alice/brain.zarr/``, ``n5/home/alice/brain.n5/``,
 ``hdf5/home/alice/brain.h5``, ``tiff/home/alice/brain/``.
 
-Each view module provides ``SUFFIX``, ``KIND`` (``dir`` or ``file``) and
-``domain_node(model, ctx, name)`` returning that kind of node;
-this module only places what they return. The domain list is re-read when a
-view directory is listed after ``ttl`` seconds, so domains imported while
-mounted appear.
+Each format package (:mod:`polyfs.formats`) declares its view directory,
+suffix and kind, and its ``view.domain_node(model, ctx, name)`` returns
+that kind of node; this module only places what they return. The domain
+list is re-read when a view directory is listed after ``ttl`` seconds, so
+domains imported while mounted appear.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -21,19 +20,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import PolyfsError
+from ..formats import formats
 from ..model.catalog import Catalog
 from .base import DirNode, FileNode, Node, ViewContext
 
 log = logging.getLogger(__name__)
-
-# view directory name -> module implementing it (order = listing order)
-VIEW_MODULES = {
-    "zarr": "polyfs.views.zarr3",
-    "n5": "polyfs.views.n5",
-    "hdf5": "polyfs.views.hdf5",
-    "tiff": "polyfs.views.tiff",
-    "polyglot": "polyfs.views.polyglot",
-}
 
 
 def domain_stem(domain_path: str) -> list[str]:
@@ -42,6 +33,12 @@ def domain_stem(domain_path: str) -> list[str]:
     if parts and parts[-1].endswith(".h5") and len(parts[-1]) > 3:
         parts[-1] = parts[-1][:-3]
     return parts
+
+
+def domain_leaf_paths(domain_path: str) -> list[str]:
+    """Where a domain appears in every view (``zarr/a/b.zarr``, ``hdf5/a/b.h5``, ...)."""
+    stem = domain_stem(domain_path)
+    return ["/".join([f.name] + stem[:-1] + [stem[-1] + f.suffix]) for f in formats()]
 
 
 @dataclass
@@ -54,17 +51,17 @@ class ViewSpec:
 
 def load_views(names: list[str] | None = None) -> list[ViewSpec]:
     out = []
-    for name, modname in VIEW_MODULES.items():
-        if names is not None and name not in names:
+    for fmt in formats():
+        if names is not None and fmt.name not in names:
             continue
         try:
-            mod = importlib.import_module(modname)
+            mod = fmt.view()
         except ModuleNotFoundError as exc:
-            if exc.name != modname:
+            if not (exc.name or "").startswith(fmt.package):
                 raise
-            log.warning("view %s is not available (%s)", name, exc)
+            log.warning("view %s is not available (%s)", fmt.name, exc)
             continue
-        out.append(ViewSpec(name, mod.SUFFIX, mod.domain_node, getattr(mod, "KIND", "dir")))
+        out.append(ViewSpec(fmt.name, fmt.suffix, mod.domain_node, fmt.kind))
     return out
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -38,10 +37,11 @@ from ..importers.common import json_attribute
 from ..model.editor import DomainEditor
 from ..model.schema import Attribute, Dataset, Group, now
 from ..views import hdmf
-from ..views import n5 as n5view
-from ..views import zarr3
+from ..formats.n5 import view as n5view
+from ..formats.zarr import view as zarr3
 from ..views.base import ViewContext
-from . import n5meta, zarrmeta
+from ..formats.n5 import ingest as n5meta
+from ..formats.zarr import ingest as zarrmeta
 from .chunkin import Incoming, stored_dtype, to_stored
 from ..views.root import domain_stem
 from .router import Router, Target

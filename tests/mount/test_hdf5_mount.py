@@ -17,7 +17,7 @@ import pytest
 from conftest import Mount, fuse_available
 from polyfs.model.catalog import Catalog
 from polyfs.store import open_store
-from polyfs.views import hdf5
+from polyfs.formats.hdf5 import view as hdf5
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "views"))
 from test_hdf5_netcdf import ncdump, structure  # noqa: E402

@@ -15,7 +15,8 @@ from polyfs.codecs.registry import DEFLATE, ZSTD, Filter
 from polyfs.errors import CodecError, InvalidInput, UnsupportedType
 from polyfs.model import types as T
 from polyfs.model.schema import Dataset, Shape
-from polyfs.writes import n5meta, zarrmeta
+from polyfs.formats.n5 import ingest as n5meta
+from polyfs.formats.zarr import ingest as zarrmeta
 from polyfs.writes.chunkin import Incoming, to_stored
 
 

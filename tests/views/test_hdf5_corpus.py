@@ -24,7 +24,7 @@ import pytest
 import corpus
 from polyfs.importers import import_source
 from polyfs.store import open_store
-from polyfs.views import hdf5
+from polyfs.formats.hdf5 import view as hdf5
 from support import make_ctx, materialize
 
 ENV = dict(os.environ, HDF5_PLUGIN_PATH=hdf5plugin.PLUGIN_PATH)

@@ -26,7 +26,7 @@ import pytest
 from polyfs.codecs.registry import BLOSC, DEFLATE
 from polyfs.importers import import_source
 from polyfs.store import open_store
-from polyfs.views import hdf5
+from polyfs.formats.hdf5 import view as hdf5
 from support import make_ctx, materialize
 
 ENV = dict(os.environ, HDF5_PLUGIN_PATH=hdf5plugin.PLUGIN_PATH)

@@ -20,7 +20,7 @@ from polyfs.model.catalog import Catalog
 from polyfs.model.schema import Shape
 from polyfs.model.writer import DomainWriter
 from polyfs.store import open_store
-from polyfs.views.hdf5.single import SingleDatasetFile
+from polyfs.formats.hdf5.single import SingleDatasetFile
 
 
 def make(tmp_path, filters, dtype=T.IntType(2, False, ">"), shape=(70, 90), chunks=(32, 32)):

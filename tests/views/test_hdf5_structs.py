@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 from polyfs.model import types as T
-from polyfs.views.hdf5 import btree, dtypes, messages, structs
-from polyfs.views.hdf5.layout import Blob, FilePlan, blob_block
-from polyfs.views.hdf5.vlheap import GlobalHeap
+from polyfs.formats.hdf5 import btree
+from polyfs.formats.hdf5 import dtypes
+from polyfs.formats.hdf5 import messages
+from polyfs.formats.hdf5 import structs
+from polyfs.formats.hdf5.layout import Blob, FilePlan, blob_block
+from polyfs.formats.hdf5.vlheap import GlobalHeap
 
 
 def h5_messages(path, obj_path: str) -> list[tuple[int, int, bytes]]:

@@ -33,7 +33,8 @@ from polyfs.model.catalog import Catalog
 from polyfs.model.schema import Shape
 from polyfs.model.writer import DomainWriter
 from polyfs.store import open_store
-from polyfs.views import hdf5
+from polyfs.formats.hdf5 import render
+from polyfs.formats.hdf5 import view as hdf5
 from support import make_ctx, materialize, read_node
 
 PLUGIN_ENV = dict(os.environ, HDF5_PLUGIN_PATH=hdf5plugin.PLUGIN_PATH)
@@ -558,9 +559,9 @@ def test_many_chunks_and_a_deep_chunk_btree(tmp_path):
 
 
 def test_external_link_file_names():
-    assert hdf5.render.external_file("other.h5", "/lab/x.h5") == "other.h5"
-    assert hdf5.render.external_file("/lab/y.h5", "/lab/x.h5") == "y.h5"
-    assert hdf5.render.external_file("/home/bob/z", "/lab/sub/x.h5") == "../../home/bob/z.h5"
+    assert render.external_file("other.h5", "/lab/x.h5") == "other.h5"
+    assert render.external_file("/lab/y.h5", "/lab/x.h5") == "y.h5"
+    assert render.external_file("/home/bob/z", "/lab/sub/x.h5") == "../../home/bob/z.h5"
 
 
 def test_root_listing_places_the_file(tmp_path):

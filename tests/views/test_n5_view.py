@@ -17,7 +17,7 @@ import pytest
 import zarr_n5_corpus as corpus
 from polyfs.model.catalog import Catalog
 from polyfs.store import open_store
-from polyfs.views import n5
+from polyfs.formats.n5 import view as n5
 from support import make_ctx, materialize
 
 STEM = "run1.n5"

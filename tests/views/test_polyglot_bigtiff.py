@@ -17,7 +17,8 @@ import tifffile
 from polyfs.model.chunks import ChunkIndex
 from polyfs.store import open_store
 from polyfs.vfile import Literal
-from polyfs.views import polyglot
+from polyfs.formats.polyglot import file as polyglot
+from polyfs.formats.polyglot import view as polyview
 from polyfs.views.base import FileNode
 from support import make_ctx, read_node
 
@@ -71,9 +72,9 @@ def test_forced_bigtiff_reads_everywhere(env, path, tmp_path):
 def polyglot_json(model, ctx, ds, path) -> str:
     import json
 
-    from polyfs.views import zarr3
+    from polyfs.formats.zarr import view as zarr3
 
-    return json.dumps(polyglot.zarr_metadata(zarr3.ZarrDomain(model, ctx), ds, path))
+    return json.dumps(polyview.zarr_metadata(zarr3.ZarrDomain(model, ctx), ds, path))
 
 
 def test_past_4_gib_is_bigtiff(env, tmp_path):

@@ -20,7 +20,9 @@ import tifffile
 from polyfs.model import keys
 from polyfs.model.catalog import Catalog
 from polyfs.store import open_store
-from polyfs.views import polyglot, tiff
+from polyfs.formats.polyglot import file as polyfile
+from polyfs.formats.polyglot import view as polyglot
+from polyfs.formats.tiff import view as tiff
 from polyfs.views.base import DirNode, FileNode, Node
 from support import make_ctx, materialize
 
@@ -202,7 +204,7 @@ def test_chunk_bytes_are_stored_once_and_shared(env, case):
 def test_the_plan_says_where_everything_is(env):
     """PolyglotFile's own offsets agree with what the readers found."""
     c = corpus.BY_PATH["/u16be_zstd"]
-    pf = polyglot.shared_file(env.model, env.model.resolve(c.path), None, c.path, env.ctx)
+    pf = polyfile.shared_file(env.model, env.model.resolve(c.path), None, c.path, env.ctx)
     data = at(env, c, ".tif").read_bytes()
     assert pf.size == len(data) and pf.index_at == pf.hdf5_end == len(data) - int(np.prod(c.grid)) * 16 - 4
     chunks = corpus.existing_chunks(env.store, c)
@@ -219,12 +221,12 @@ def test_a_big_chunk_btree_is_packed_on_first_read(env):
     """650 chunks: the HDF5 B-tree is a producer (planning does not pack it), read correctly
     (h5py, h5dump, pyfive above) and equal to SingleDatasetFile.render's eager bytes."""
     from polyfs.vfile import Produced
-    from polyfs.views.hdf5.btree import LazyNodes
-    from polyfs.views.hdf5.single import SingleDatasetFile
+    from polyfs.formats.hdf5.btree import LazyNodes
+    from polyfs.formats.hdf5.single import SingleDatasetFile
 
     c = corpus.BY_PATH["/u8_raw_many"]
     ds = env.model.resolve(c.path)
-    pf = polyglot.shared_file(env.model, ds, None, c.path, env.ctx)
+    pf = polyfile.shared_file(env.model, ds, None, c.path, env.ctx)
     lazy = [s for s in pf.vfile.segments if isinstance(s, Produced) and isinstance(s.producer, LazyNodes)]
     assert len(lazy) == 1
     h5 = SingleDatasetFile(ds, env.ctx.catalog.pipeline(ds), pf.linear, name=c.name)
@@ -242,16 +244,16 @@ def test_other_datasets_keep_their_tiff_view(env):
         assert HDF5_SIGNATURE not in data[:4096]
         with tifffile.TiffFile(f) as t:
             np.testing.assert_array_equal(t.series[0].asarray(), corpus.make_array(c))
-        assert polyglot.shared_file(env.model, env.model.resolve(path), None, path, env.ctx) is None
+        assert polyfile.shared_file(env.model, env.model.resolve(path), None, path, env.ctx) is None
     assert not (env.tout / "line_zstd.tif").exists()
     ds = env.model.resolve("/u16_deflate")
-    assert "not zstd or uncompressed" in polyglot.why_not(ds, env.ctx.catalog.pipeline(ds))
+    assert "not zstd or uncompressed" in polyfile.why_not(ds, env.ctx.catalog.pipeline(ds))
     ds = env.model.resolve("/cube_zstd")
-    assert "not TIFF tiles" in polyglot.why_not(ds, env.ctx.catalog.pipeline(ds))
+    assert "not TIFF tiles" in polyfile.why_not(ds, env.ctx.catalog.pipeline(ds))
     from polyfs.errors import UnsupportedType
 
     with pytest.raises(UnsupportedType, match="u16_deflate"):
-        polyglot.plan_file(ds := env.model.resolve("/u16_deflate"), None, "x", "/lab/poly.h5/u16_deflate",
+        polyfile.plan_file(ds := env.model.resolve("/u16_deflate"), None, "x", "/lab/poly.h5/u16_deflate",
                            env.ctx.catalog.chunk_index(ds), env.ctx.catalog.pipeline(ds))
 
 
@@ -304,10 +306,10 @@ def test_a_new_chunk_index_makes_a_new_plan(env):
     """The shared plan is keyed by the model and chunk index objects: a re-listing re-plans."""
     c = corpus.BY_PATH["/f32le_raw"]
     ds = env.model.resolve(c.path)
-    a = polyglot.shared_file(env.model, ds, None, c.path, env.ctx)
-    assert polyglot.shared_file(env.model, ds, None, c.path, env.ctx) is a
+    a = polyfile.shared_file(env.model, ds, None, c.path, env.ctx)
+    assert polyfile.shared_file(env.model, ds, None, c.path, env.ctx) is a
     ctx2, _ = make_ctx(env.store)
-    b = polyglot.shared_file(env.model, ds, None, c.path, ctx2)  # another catalog: its own plan
+    b = polyfile.shared_file(env.model, ds, None, c.path, ctx2)  # another catalog: its own plan
     assert b is not a and b.size == a.size
 
 

@@ -13,11 +13,10 @@ import tifffile
 from polyfs.errors import InvalidInput
 from polyfs.model import types as T
 from polyfs.model.schema import Attribute, Dataset, Group, Shape
-from polyfs.views import tiffmeta
-from polyfs.views.tiff import TiffImage, needs_bigtiff, tiff_header, tiff_metadata, tiff_metadata_size
-from polyfs.views.tiffstructs import (BIGTIFF, CLASSIC, TAGS, entry, flavor, header, header_size, ifd_chain,
-                                      read_header, read_ifds)
-from polyfs.views.tifftiles import MAX_TILE, tile_axis
+from polyfs.formats.tiff import meta as tiffmeta
+from polyfs.formats.tiff.image import TiffImage, needs_bigtiff, tiff_header, tiff_metadata, tiff_metadata_size
+from polyfs.formats.tiff.structs import (BIGTIFF, CLASSIC, TAGS, entry, flavor, header, header_size, ifd_chain, read_header, read_ifds)
+from polyfs.formats.tiff.tiles import MAX_TILE, tile_axis
 
 
 # -- binary layouts ---------------------------------------------------------------

@@ -17,7 +17,10 @@ from polyfs.model.schema import Shape
 from polyfs.model.writer import DomainWriter
 from polyfs.reader import Reader
 from polyfs.store import open_store
-from polyfs.views import tiff, tiffmeta, tifftiles
+from polyfs.formats.tiff import image as tiffimage
+from polyfs.formats.tiff import view as tiff
+from polyfs.formats.tiff import meta as tiffmeta
+from polyfs.formats.tiff import tiles as tifftiles
 from support import make_ctx, read_node
 
 U16BE = T.IntType(2, False, ">")
@@ -166,7 +169,7 @@ def test_tiles_straddling_chunk_edges(tmp_path, monkeypatch):
 
 
 def test_bigtiff_when_offsets_need_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(tiff, "BIGTIFF_AT", 4096)
+    monkeypatch.setattr(tiffimage, "BIGTIFF_AT", 4096)
     arr = smooth((4, 64, 64), ">u2")
     ctx, reader, store, node = one_dataset("big", arr, U16BE, (1, 32, 32), [Filter(DEFLATE, (1,))])
     data = read_node(node, reader)
@@ -272,12 +275,12 @@ def test_polyglot_style_layout_from_stored_chunks(tmp_path, filters, chunks):
     offsets = at[linear] + plane * plane_bytes
     sizes = idx.sizes[np.searchsorted(idx.linear, linear)]
     counts = np.full(linear.shape, plane_bytes) if not filters else sizes
-    image = tiff.dataset_image(ds, None, "p", "/x.h5/p", tuple(chunks[-2:]), 50000 if filters else 1)
-    big = tiff.needs_bigtiff(len(body) + tiff.tiff_metadata_size(image, False))
+    image = tiffimage.dataset_image(ds, None, "p", "/x.h5/p", tuple(chunks[-2:]), 50000 if filters else 1)
+    big = tiffimage.needs_bigtiff(len(body) + tiffimage.tiff_metadata_size(image, False))
     base = len(body) + (-len(body)) % 8
     body += bytes(base - len(body))
-    body += tiff.tiff_metadata(image, base, offsets, counts, big)
-    head = tiff.tiff_header(image, big, first_ifd=base)
+    body += tiffimage.tiff_metadata(image, base, offsets, counts, big)
+    head = tiffimage.tiff_header(image, big, first_ifd=base)
     body[:len(head)] = head
     path = tmp_path / "poly.tif"
     path.write_bytes(bytes(body))

@@ -22,7 +22,9 @@ from polyfs.model import types as T
 from polyfs.model.schema import Shape
 from polyfs.model.writer import DomainWriter
 from polyfs.store import open_store
-from polyfs.views import tiff, tifftiles
+from polyfs.formats import by_name
+from polyfs.formats.tiff import view as tiff
+from polyfs.formats.tiff import tiles as tifftiles
 from support import make_ctx, materialize, read_node
 
 BLOSC_LZ4 = Filter(BLOSC, (2, 2, 0, 0, 5, 1, 1))
@@ -323,7 +325,8 @@ def test_listing_has_only_image_datasets(tmp_path):
         w.link_soft(w.root, "soft", "/grp/img")
         w.link_soft(w.root, "dangling", "/nowhere")
     node = tiff.domain_node(ctx.catalog.load("/l.h5"), ctx, "l")
-    assert tiff.SUFFIX == "" and tiff.KIND == "dir"
+    fmt = by_name("tiff")
+    assert fmt is not None and fmt.suffix == "" and fmt.kind == "dir"
     assert sorted(node.entries()) == ["alias.tif", "grp", "soft.tif"]
     assert sorted(node.entries()["grp"].entries()) == ["img.tif"]
     a = read_node(node.entries()["soft.tif"], reader)

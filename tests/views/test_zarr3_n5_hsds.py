@@ -16,7 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hsds"))
 from test_hsds_interop import hsds  # noqa: E402,F401  (the module-scoped HSDS server fixture)
 
-from polyfs.views import n5, zarr3  # noqa: E402
+from polyfs.formats.n5 import view as n5
+from polyfs.formats.zarr import view as zarr3
 from support import make_ctx, materialize  # noqa: E402
 
 pytestmark = [pytest.mark.hsds, pytest.mark.filterwarnings("ignore::UserWarning")]

@@ -9,7 +9,7 @@ import pytest
 
 from polyfs.importers import import_source
 from polyfs.store import open_store
-from polyfs.views import zarr3
+from polyfs.formats.zarr import view as zarr3
 from support import make_ctx, materialize
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -20,7 +20,7 @@ import zarr_n5_corpus as corpus
 from polyfs.model import keys
 from polyfs.model.catalog import Catalog
 from polyfs.store import open_store
-from polyfs.views import zarr3
+from polyfs.formats.zarr import view as zarr3
 from polyfs.views.base import ViewOptions
 from support import make_ctx, materialize
 

@@ -54,10 +54,10 @@ from ...model.chunks import ChunkIndex
 from ...model.schema import Dataset, Group, Link
 from ...model.tree import DomainModel
 from ...vfile import ChunkRun, Produced, Segment, Stored, VFile
-from ..transcode import TranscodedChunk
+from ...views.transcode import TranscodedChunk
 from . import messages as M
 from .btree import ChunkBTree, Symbol, group_blocks
-from .dtypes import DiskEncoder, disk_itemsize, has_refs, same_bytes
+from .dtypes import DiskEncoder, disk_itemsize, same_bytes
 from .layout import Block, Blob, FilePlan, blob_block
 from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
 from .vlheap import GlobalHeap, vlen_chunks
@@ -277,7 +277,7 @@ class DomainRenderer:
             return self._plan_scalar(ds, idx, pipe)
         if ds.type.is_vlen:
             return self._plan_vlen(ds, idx)
-        if has_refs(ds.type):
+        if T.has_reference(ds.type):
             return self._plan_refs(ds, idx, pipe)
         nbytes = math.prod(ds.shape.dims) * ds.type.itemsize
         if ds.layout_class in ("H5D_CONTIGUOUS", "H5D_COMPACT") and pipe.is_identity and ds.shape.maxdims is None \
@@ -312,7 +312,7 @@ class DomainRenderer:
         if ds.type.is_vlen:
             (_, blob), = vlen_chunks(ds, self.ctx, self.data_encoder)
             block = Block(("data", ds.id), len(blob), blob.render, metadata=False)
-        elif has_refs(ds.type):
+        elif T.has_reference(ds.type):
             block = Block(("data", ds.id), size, lambda r: [Produced(self._ref_chunk(ds, pipe, key, 1, r))],
                           metadata=False)
         elif pipe.is_identity and stored == size:
@@ -417,7 +417,7 @@ def external_file(domain: str, here: str) -> str:
     this one's directory (both live under ``MNT/hdf5/``)."""
     if not domain.startswith("/"):
         return domain
-    from ..root import domain_stem
+    from ...views.root import domain_stem
 
     target = "/".join(domain_stem(domain)) + ".h5"
     here_dir = posixpath.dirname("/".join(domain_stem(here)))

@@ -41,14 +41,14 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from ..codecs.pipeline import Pipeline
-from ..errors import NotFound, SchemaError
-from ..model import values
-from ..model.chunks import ChunkIndex
-from ..model.schema import Dataset
-from ..vfile import ChunkRun, ProducedPiece, Segment
-from .tiffstructs import COMPRESSION_DEFLATE, COMPRESSION_NONE
-from .transcode import fetch_chunk
+from ...codecs.pipeline import Pipeline
+from ...errors import NotFound, SchemaError
+from ...model import values
+from ...model.chunks import ChunkIndex
+from ...model.schema import Dataset
+from ...vfile import ChunkRun, ProducedPiece, Segment
+from .structs import COMPRESSION_DEFLATE, COMPRESSION_NONE
+from ...views.transcode import fetch_chunk
 
 MAX_TILE = 2048  # largest tile edge made of whole chunks before tiles straddle chunk edges
 MEASURE_THREADS = max(2, min(8, (os.cpu_count() or 2)))

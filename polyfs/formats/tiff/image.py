@@ -1,22 +1,4 @@
-"""The TIFF view: ``MNT/tiff/<stem>/<dataset path>.tif``, one tiled TIFF per image.
-
-Every dataset with at least two dimensions and a numeric type (u/int 8-64,
-float 16/32/64, bool as uint8) is a TIFF: the last two dimensions are the
-image plane, the leading ones become pages (one IFD per plane, C order),
-described by OME-XML (or tifffile's shaped JSON; see tiffmeta.py for the axes,
-pixel sizes and why). The file's byte order is the dataset's (``MM`` for
-big-endian data, ``II`` otherwise); it is BigTIFF when it would reach
-:data:`BIGTIFF_AT` bytes. Where tiles come from (zero-copy stored chunks or
-transcoded, cached tiles) is tifftiles.py.
-
-Metadata (details and reasons in tiffmeta.py): OME-XML in the first page's
-ImageDescription (ImageJ's own reader cannot open tiled TIFFs, so Fiji reads
-these through Bio-Formats, whose format OME-TIFF is); axes from
-``DIMENSION_LABELS``, ``_ARRAY_DIMENSIONS``, ``axes`` or the parent group's NGFF
-``multiscales``; physical pixel sizes from, first found: NGFF ``multiscales``
-scale transforms, ``element_size_um`` (micrometers), ``scale``,
-``pixel_size``, ``resolution`` (units from ``unit``/``units``, default
-micrometers), also written as XResolution/YResolution in pixels per cm.
+"""One TIFF image's IFD chain, packed for tiles wherever the caller puts them.
 
 File layout: header, every IFD, their out-of-line values (tile offsets and
 byte counts included), the shared fill tile (if any tile is missing), then
@@ -41,39 +23,28 @@ file that is also HDF5 and a Zarr shard (TIFF header at 0, the rest of a
 metadata, or at the end of the file; a missing tile is pointed at any
 caller-placed fill tile. Images the polyglot view serves (zstd or
 uncompressed, zero-copy tiles) are that polyglot file here too, the very
-same bytes (``polyglot.shared_file``); the others are laid out below.
+same bytes (``polyglot.file.shared_file``); the others by :func:`compose`.
 """
 from __future__ import annotations
 
-import logging
-import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput, NotFound
-from ..codecs.pipeline import Pipeline
-from ..model.schema import Dataset, Group
-from ..model.tree import DomainModel
-from ..model.types import EnumType, FloatType, IntType, resolved
-from ..vfile import Literal, VFile
-from . import tiffmeta
-from .base import DirNode, FileNode, Node, ViewContext
-from .tiffstructs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size,
-                          ifd_chain, row_entries)
-from .tifftiles import Geometry, TileData, plan_tiles, tiff_code, zero_copy
+from ...errors import InvalidInput
+from ...model.schema import Dataset, Group
+from ...model.types import EnumType, FloatType, IntType, resolved
+from ...vfile import Literal, VFile
+from . import meta as tiffmeta
+from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size, ifd_chain,
+                      row_entries)
+from .tiles import TileData
 
-log = logging.getLogger(__name__)
-
-SUFFIX = ""
-KIND = "dir"
 EXTENSION = ".tif"
 BIGTIFF_AT = 1 << 32  # classic TIFF offsets are 32-bit
 SOFTWARE = "polyfs"
 
 
-# -- the synthesizer ---------------------------------------------------------
 @dataclass(frozen=True)
 class TiffImage:
     """What one TIFF shows: ``npages`` tiled planes of one sample per pixel."""
@@ -218,111 +189,3 @@ def image_like(ds: Dataset) -> bool:
     if isinstance(t, EnumType):
         return t.is_bool
     return isinstance(t, (IntType, FloatType))
-
-
-def describe(ds: Dataset, pipe: Pipeline, level: int = 6) -> str:
-    """How the TIFF view serves a dataset whose effective pipeline is ``pipe``
-    ("zero-copy", "transcoded (<why>) to deflate/uncompressed", "-" if not shown);
-    pure: no store access (``polyfs info``)."""
-    if not image_like(ds):
-        return "-"
-    if zero_copy(ds, None, pipe):
-        return "zero-copy"
-    why = []
-    if tiff_code(pipe) is None:
-        why.append(f"{'+'.join(f.name for f in pipe.filters)} has no TIFF compression code")
-    if any(c != 1 for c in ds.chunks[:-2]) and not pipe.is_identity:
-        why.append(f"chunks are {math.prod(ds.chunks[:-2])} planes deep")
-    if ds.chunks[-1] % 16 or ds.chunks[-2] % 16:
-        why.append(f"chunk plane {ds.chunks[-2]}x{ds.chunks[-1]} is not a multiple of 16")
-    target = "uncompressed tiles" if level == 0 else f"deflate level {level}"
-    return f"transcoded ({'; '.join(why)}) to {target}"
-
-
-def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
-    """:func:`describe` for a dataset path of a loaded domain."""
-    ds = model.resolve(path)
-    if not isinstance(ds, Dataset):
-        return "-"
-    return describe(ds, ctx.catalog.pipeline(ds), ctx.options.tiff_deflate_level)
-
-
-def build_vfile(ds: Dataset, parent: Group | None, name: str, title: str, ctx: ViewContext) -> VFile:
-    """Plan the tiles (measuring transcoded ones), describe the image, lay the file out."""
-    idx = ctx.catalog.chunk_index(ds)
-    pipe = ctx.catalog.pipeline(ds)
-    geo, code, tiles = plan_tiles(ds, idx, pipe, ctx.options.tiff_deflate_level, ctx)
-    image = dataset_image(ds, parent, name, title, geo.tile, code)
-    return compose(image, tiles)
-
-
-def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str, path: str,
-               ctx: ViewContext, filename: str) -> FileNode:
-    title = f"{model.path}{path}"
-    mtime = ds.last_modified or ds.created or None
-
-    def build() -> VFile:
-        from . import polyglot  # zstd/uncompressed zero-copy images: the polyglot file (also HDF5, a Zarr shard)
-
-        shared = polyglot.shared_file(model, ds, parent, path, ctx)
-        return shared.vfile if shared is not None else build_vfile(ds, parent, name, title, ctx)
-
-    return FileNode(filename, build, mtime=mtime)
-
-
-def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
-    """``tiff/<stem>/``: a directory per group that holds images, a ``.tif`` per image."""
-    return DirNode(name, lambda: _tree(model, ctx), mtime=model.domain.last_modified or None)
-
-
-def _tree(model: DomainModel, ctx: ViewContext) -> dict[str, Node]:
-    root: dict[str, Any] = {}
-    nodes: dict[str, FileNode] = {}  # dataset id -> its node (aliases share it)
-
-    def place(path: str, node: FileNode) -> None:
-        parts = [p for p in path.split("/") if p]
-        d = root
-        for part in parts[:-1]:
-            sub = d.setdefault(part, {})
-            if not isinstance(sub, dict):
-                log.warning("tiff view of %s: %s hides group %s", model.path, part, path)
-                return
-            d = sub
-        leaf = parts[-1] + EXTENSION
-        if leaf in d:
-            log.warning("tiff view of %s: %s is shown once (name taken)", model.path, path)
-            return
-        d[leaf] = node
-
-    for e in model.walk():
-        ds = e.obj
-        if not isinstance(ds, Dataset) or not image_like(ds):
-            continue
-        parent = e.parent.obj if e.parent is not None and isinstance(e.parent.obj, Group) else None
-        name = e.path.rsplit("/", 1)[-1]
-        node = _file_node(model, ds, parent, name, e.path, ctx, name + EXTENSION)
-        nodes[ds.id] = node
-        place(e.path, node)
-    for gpath, link in model.aliases():
-        if link.kind == "external":
-            continue
-        path = (gpath.rstrip("/") + "/" + link.name)
-        try:
-            target = model.resolve(path)
-        except NotFound:  # dangling soft link: nothing to show
-            continue
-        if isinstance(target, Dataset) and target.id in nodes:
-            place(path, nodes[target.id])
-
-    def to_nodes(d: dict[str, Any]) -> dict[str, Node]:
-        out: dict[str, Node] = {}
-        for k, v in d.items():
-            out[k] = DirNode(k, to_nodes(v)) if isinstance(v, dict) else v
-        return out
-
-    return to_nodes(root)
-
-
-__all__ = ["SUFFIX", "KIND", "TiffImage", "tiff_metadata", "tiff_metadata_size", "tiff_header",
-           "needs_bigtiff", "dataset_image", "compose", "domain_node", "image_like", "describe", "serving",
-           "Geometry"]

@@ -22,15 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.registry import Filter, spec_for
-from ..errors import PolyfsError, SourceError, UnknownFilter
-from ..model import types as T
-from ..model import values
-from ..model.schema import Dataset, Datatype, Group, Shape
-from ..model.types import REF_ITEMSIZE
-from ..model.writer import DomainWriter
-from .common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, complex_as_pairs, padded,
-                     stored_pipeline_filters, write_decoded)
+from ...codecs.registry import Filter, spec_for
+from ...errors import PolyfsError, SourceError, UnknownFilter
+from ...model import types as T
+from ...model import values
+from ...model.schema import Dataset, Datatype, Group, Shape
+from ...model.types import REF_ITEMSIZE
+from ...model.writer import DomainWriter
+from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
 
 log = logging.getLogger(__name__)
 
@@ -148,17 +147,6 @@ def raw_layout_matches(tid) -> bool:
         return raw_layout_matches(tid.get_super())
     return cls in (h5t.INTEGER, h5t.FLOAT, h5t.BITFIELD, h5t.STRING, h5t.ENUM, h5t.OPAQUE) or \
         cls == getattr(h5t, "COMPLEX", -1)
-
-
-def _has_refs(t: T.DType) -> bool:
-    t = T.resolved(t)
-    if isinstance(t, T.ReferenceType):
-        return True
-    if isinstance(t, T.CompoundType):
-        return any(_has_refs(ft) for _, ft in t.fields)
-    if isinstance(t, (T.ArrayType, T.VlenType)):
-        return _has_refs(t.base)
-    return False
 
 
 # -- the file's object graph -----------------------------------------------------
@@ -331,7 +319,7 @@ class HDF5Importer:
         copy = chunked and not unknown and (has_compressor or raw_copy) and raw_layout_matches(tid)
         fill = None
         try:
-            if dcpl.fill_value_defined() == h5d.FILL_VALUE_USER_DEFINED and not _has_refs(source_type) \
+            if dcpl.fill_value_defined() == h5d.FILL_VALUE_USER_DEFINED and not T.has_reference(source_type) \
                     and not source_type.is_vlen:
                 fv = d.fillvalue
                 if np.iscomplexobj(fv):  # stored as the {r, i} compound
@@ -343,7 +331,7 @@ class HDF5Importer:
             chunks = tuple(int(c) for c in d.chunks)
             return _DatasetPlan(True, source_type, source_type, shape, chunks, filters, fill,
                                 d.id.get_num_chunks() if shape.size else 0, True)
-        stored_type = source_type if source_type.is_vlen or _has_refs(source_type) else big_endian(source_type)
+        stored_type = source_type if source_type.is_vlen or T.has_reference(source_type) else big_endian(source_type)
         dims = shape.array_shape
         if chunked:
             chunks = tuple(int(c) for c in d.chunks)
@@ -417,7 +405,7 @@ class HDF5Importer:
         base = T.resolved(t)
         if isinstance(arr, np.ndarray) and arr.dtype.kind == "c":
             return complex_as_pairs(arr)
-        if not _has_refs(base):
+        if not T.has_reference(base):
             return arr
         arr = np.asarray(arr)
         if isinstance(base, T.ReferenceType):
@@ -427,9 +415,9 @@ class HDF5Importer:
             return out
         if isinstance(base, T.CompoundType):
             dt = np.dtype([(n, np.dtype(object) if ft.is_vlen else
-                            (ft.numpy() if not _has_refs(ft) else np.dtype(f"S{REF_ITEMSIZE}")))
+                            (ft.numpy() if not T.has_reference(ft) else np.dtype(f"S{REF_ITEMSIZE}")))
                            for n, ft in base.fields])
-            if any(isinstance(T.resolved(ft), (T.CompoundType, T.ArrayType)) and _has_refs(ft)
+            if any(isinstance(T.resolved(ft), (T.CompoundType, T.ArrayType)) and T.has_reference(ft)
                    for _, ft in base.fields):
                 raise T.UnsupportedType("references nested inside compound or array members are not supported")
             out = np.empty(arr.shape, dtype=dt)

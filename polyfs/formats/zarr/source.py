@@ -27,15 +27,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..codecs.pipeline import gzip_to_zlib, strip_crc32c
-from ..codecs.registry import (BLOSC, BLOSC_CODES, BZIP2, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter)
-from ..errors import CodecError, PolyfsError, SourceError
-from ..model import types as T
-from ..model import values
-from ..model.schema import Shape
-from ..model.writer import DomainWriter
-from .common import (ChunkSink, ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs,
-                     stored_pipeline_filters, write_decoded, zstd_has_content_size)
+from ...codecs.pipeline import gzip_to_zlib, strip_crc32c
+from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter
+from ...errors import CodecError, PolyfsError, SourceError
+from ...model import types as T
+from ...model import values
+from ...model.schema import Shape
+from ...model.writer import DomainWriter
+from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs, stored_pipeline_filters, write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
 

@@ -50,22 +50,22 @@ from typing import Any
 
 import numpy as np
 
-from ..binfmt import Layout
-from ..codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
-from ..model import values
-from ..model.editor import is_implicit
-from ..model.schema import Dataset, Group
-from ..model.tree import DomainModel, Entry
-from ..model.types import ArrayType, EnumType, FloatType, IntType, resolved
-from ..vfile import Literal, VFile
-from . import chunkserve as cs
-from . import hdmf
-from .base import DirNode, FileNode, Node, ViewContext, literal_file
+from ...binfmt import Layout
+from ...codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
+from ...model import values
+from ...model.editor import is_implicit
+from ...model.schema import Dataset, Group
+from ...model.tree import DomainModel, Entry
+from ...model.types import ArrayType, EnumType, FloatType, IntType, resolved
+from ...vfile import Literal, VFile
+from ...views import chunkserve as cs
+from ...views import hdmf
+from . import FORMAT
+from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".n5"
-KIND = "dir"
+SUFFIX = FORMAT.suffix
 META = "attributes.json"
 N5_VERSION = "4.0.0"
 MODE_DEFAULT = 0

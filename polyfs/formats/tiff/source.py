@@ -30,14 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.registry import DEFLATE, ZSTD, Filter
-from ..codecs.sniff import sniff
-from ..errors import PolyfsError, SourceError
-from ..model import types as T
-from ..model.schema import Shape
-from ..model.writer import DomainWriter
-from .common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, dtype_from_numpy,
-                     json_attribute, padded, stored_pipeline_filters, write_decoded, zstd_has_content_size)
+from ...codecs.registry import DEFLATE, ZSTD, Filter
+from ...codecs.sniff import sniff
+from ...errors import PolyfsError, SourceError
+from ...model import types as T
+from ...model.schema import Shape
+from ...model.writer import DomainWriter
+from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, dtype_from_numpy, json_attribute, padded, stored_pipeline_filters, write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
 

@@ -8,34 +8,18 @@ a version 1 B-tree chunk index whose addresses point at the stored chunk
 objects laid out after all metadata (served zero-copy). HDF5 1.10, 1.14, 2.0,
 pyfive, netCDF and GDAL read it. Opening never reads chunk data except for
 variable-length datasets, whose global heap is built from their chunks.
-
-Modules: structs.py (binary layouts as data), layout.py (address planning),
-dtypes.py (datatype messages, disk bytes), messages.py (object header
-messages), btree.py (chunk and group B-trees), vlheap.py (global heaps),
-render.py (a domain's file), single.py (the polyglot API below).
-
-Polyglot API (single.py): one dataset as HDF5 metadata for chunks the caller
-places (shared with TIFF tiles and a Zarr shard)::
-
-    h5 = SingleDatasetFile(ds, catalog.pipeline(ds), linear, name="data")
-    h5.metadata_size, h5.data_start      # known before any chunk offset
-    meta = h5.render(offsets, sizes, end)  # bytes for [512, h5.data_start)
-
-The first 512 bytes stay free (TIFF header); ``end`` is HDF5's end of file
-(the shard index goes after it).
 """
 from __future__ import annotations
 
 import threading
 
+from ...codecs.pipeline import Pipeline
+from ...model import types as T
+from ...model.schema import Dataset
 from ...model.tree import DomainModel
-from ..base import FileNode, ViewContext
+from ...views.base import FileNode, ViewContext
 from .render import HDF5File, render_domain
 from .single import SingleDatasetFile
-
-SUFFIX = ".h5"
-KIND = "file"
-
 
 def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> FileNode:
     """The domain's file node; planned once, on first ``stat`` or open."""
@@ -54,4 +38,14 @@ def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> FileNode:
     return node
 
 
-__all__ = ["SUFFIX", "KIND", "domain_node", "render_domain", "HDF5File", "SingleDatasetFile"]
+def describe(ds: Dataset, pipe: Pipeline) -> str:
+    """How this view serves a dataset (``polyfs info``): chunk bytes as stored, except
+    variable-length and reference data, whose disk form HDF5 spells differently."""
+    if ds.type.is_vlen:
+        return "transcoded (variable-length)"
+    if T.has_reference(ds.type):
+        return "transcoded (references)"
+    return "zero-copy"
+
+
+__all__ = ["domain_node", "describe", "render_domain", "HDF5File", "SingleDatasetFile"]

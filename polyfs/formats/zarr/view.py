@@ -69,24 +69,24 @@ from typing import Any
 import crc32c
 import numpy as np
 
-from ..binfmt import Layout
-from ..codecs.pipeline import Pipeline
-from ..codecs.registry import BZIP2, DEFLATE, ZSTD
-from ..errors import PolyfsError, UnsupportedType
-from ..model import values
-from ..model.editor import is_implicit
-from ..model.schema import Dataset, Group
-from ..model.tree import DomainModel, Entry
-from ..model.types import resolved
-from ..vfile import Literal, VFile
-from . import chunkserve as cs
-from . import hdmf
-from .base import DirNode, FileNode, Node, ViewContext, literal_file
+from ...binfmt import Layout
+from ...codecs.pipeline import Pipeline
+from ...codecs.registry import BZIP2, DEFLATE, ZSTD
+from ...errors import PolyfsError, UnsupportedType
+from ...model import values
+from ...model.editor import is_implicit
+from ...model.schema import Dataset, Group
+from ...model.tree import DomainModel, Entry
+from ...model.types import resolved
+from ...vfile import Literal, VFile
+from ...views import chunkserve as cs
+from ...views import hdmf
+from . import FORMAT
+from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".zarr"
-KIND = "dir"
+SUFFIX = FORMAT.suffix
 META = "zarr.json"
 CHUNK_DIR = "c"
 MISSING = 2 ** 64 - 1

@@ -27,9 +27,7 @@ from ...errors import UnsupportedType
 from ...model import types as T
 from ...model.values import ref_from_json
 from .layout import AddrKey, Blob
-from .structs import (ARRAY_V2, CLASS_ARRAY, CLASS_COMPOUND, CLASS_ENUM, CLASS_FIXED, CLASS_FLOAT, CLASS_OPAQUE,
-                      CLASS_REFERENCE, CLASS_STRING, CLASS_VLEN, COMPOUND_MEMBER_V1, COMPOUND_MEMBER_V2, DATATYPE,
-                      FIXED_POINT, FLOATING_POINT, SHARED_V2, VL_HEAP_ID, padded)
+from .structs import (ARRAY_V2, CLASS_ARRAY, CLASS_COMPOUND, CLASS_ENUM, CLASS_FIXED, CLASS_FLOAT, CLASS_OPAQUE, CLASS_REFERENCE, CLASS_STRING, CLASS_VLEN, COMPOUND_MEMBER_V1, COMPOUND_MEMBER_V2, DATATYPE, FIXED_POINT, FLOATING_POINT, SHARED_V2, VL_HEAP_ID, padded)
 
 # (sign bit, exponent location, exponent size, mantissa location, mantissa size, bias) per IEEE size
 _IEEE = {2: (15, 10, 5, 0, 10, 15), 4: (31, 23, 8, 0, 23, 127), 8: (63, 52, 11, 0, 52, 1023)}
@@ -139,20 +137,9 @@ def disk_itemsize(t: T.DType) -> int:
     return t.numpy().itemsize
 
 
-def has_refs(t: T.DType) -> bool:
-    t = T.resolved(t)
-    if isinstance(t, T.ReferenceType):
-        return True
-    if isinstance(t, T.CompoundType):
-        return any(has_refs(ft) for _, ft in t.fields)
-    if isinstance(t, (T.ArrayType, T.VlenType)):
-        return has_refs(t.base)
-    return False
-
-
 def same_bytes(t: T.DType) -> bool:
     """True when HDF5's disk bytes are the model's chunk bytes (zero-copy possible)."""
-    return not t.is_vlen and not has_refs(t)
+    return not t.is_vlen and not T.has_reference(t)
 
 
 def _base_dtype(t: T.DType) -> np.dtype:

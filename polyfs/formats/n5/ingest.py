@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
-from ..errors import InvalidInput, UnsupportedType
-from ..importers.n5 import BLOCK_HEAD, RESERVED, block_dims_layout
-from ..model import types as T
-from .chunkin import Incoming
+from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
+from ...errors import InvalidInput, UnsupportedType
+from .source import BLOCK_HEAD, RESERVED, block_dims_layout
+from ...model import types as T
+from ...writes.chunkin import Incoming
 
 _DTYPES = {"uint8": "u1", "uint16": "u2", "uint32": "u4", "uint64": "u8", "int8": "i1", "int16": "i2",
            "int32": "i4", "int64": "i8", "float32": "f4", "float64": "f8"}

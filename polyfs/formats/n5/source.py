@@ -24,15 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from ..binfmt import Layout
-from ..codecs.pipeline import Pipeline, gzip_to_zlib
-from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
-from ..errors import CodecError, PolyfsError, SourceError
-from ..model import types as T
-from ..model.schema import Shape
-from ..model.writer import DomainWriter
-from .common import (ChunkSink, ImportOptions, Progress, padded, set_json_attrs, stored_pipeline_filters,
-                     write_decoded, zstd_has_content_size)
+from ...binfmt import Layout
+from ...codecs.pipeline import Pipeline, gzip_to_zlib
+from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
+from ...errors import CodecError, PolyfsError, SourceError
+from ...model import types as T
+from ...model.schema import Shape
+from ...model.writer import DomainWriter
+from ...importers.common import (ChunkSink, ImportOptions, Progress, padded, set_json_attrs, stored_pipeline_filters, write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
 

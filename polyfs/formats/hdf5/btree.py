@@ -26,9 +26,7 @@ import numpy as np
 from ...errors import UnsupportedType
 from ...vfile import Produced
 from .layout import AddrKey, Blob, Block
-from .structs import (BTREE_CHUNK, BTREE_GROUP, BTREE_V1, CACHE_NONE, CACHE_SLINK, CHUNK_K, GROUP_INTERNAL_K,
-                      GROUP_LEAF_K, LOCAL_HEAP, SCRATCH_SLINK, SNOD, SYMBOL_TABLE_ENTRY, UNDEF, chunk_key_dtype,
-                      chunk_node_dtype, group_node_size, numpy_dtype, snod_size)
+from .structs import (BTREE_CHUNK, BTREE_GROUP, BTREE_V1, CACHE_NONE, CACHE_SLINK, CHUNK_K, GROUP_INTERNAL_K, GROUP_LEAF_K, LOCAL_HEAP, SCRATCH_SLINK, SNOD, SYMBOL_TABLE_ENTRY, UNDEF, chunk_key_dtype, chunk_node_dtype, group_node_size, numpy_dtype, snod_size)
 
 FANOUT = 2 * CHUNK_K
 

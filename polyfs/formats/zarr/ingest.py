@@ -17,13 +17,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..codecs.pipeline import strip_crc32c
-from ..codecs.registry import Filter
-from ..errors import CodecError, InvalidInput, UnsupportedType
-from ..importers.common import dtype_from_numpy
-from ..importers.zarr import DTYPES, bytes_codecs, fill_json, is_real_transpose
-from ..model import types as T
-from .chunkin import Incoming
+from ...codecs.pipeline import strip_crc32c
+from ...codecs.registry import Filter
+from ...errors import CodecError, InvalidInput, UnsupportedType
+from ...importers.common import dtype_from_numpy
+from .source import DTYPES, bytes_codecs, fill_json, is_real_transpose
+from ...model import types as T
+from ...writes.chunkin import Incoming
 
 MISSING = 2 ** 64 - 1
 

@@ -55,7 +55,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from ..model.schema import Dataset, Group
+from ...model.schema import Dataset, Group
 
 LEADING_LETTERS = ("Z", "C", "T")  # default assignment, from the last leading dim backwards
 _NAME_TO_LETTER = {

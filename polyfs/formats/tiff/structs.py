@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..binfmt import Layout
-from ..errors import InvalidInput
+from ...binfmt import Layout
+from ...errors import InvalidInput
 
 
 # -- field types (TIFF 6.0 section 2, BigTIFF adds 16-18) -----------------

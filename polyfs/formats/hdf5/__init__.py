@@ -1,0 +1,12 @@
+"""HDF5: ``hdf5/<stem>.h5``, a whole domain as one synthesized file; import.
+
+Modules: structs.py (binary layouts as data), layout.py (address planning),
+dtypes.py (datatype messages, disk bytes), messages.py (object header
+messages), btree.py (chunk and group B-trees), vlheap.py (global heaps),
+render.py (a domain's file), single.py (one dataset for polyglot files),
+view.py (the view), source.py (the importer).
+"""
+from ..base import Format
+
+FORMAT = Format("hdf5", __name__, ".h5", "file", has_source=True,
+                source_suffixes=(".h5", ".hdf5", ".hdf", ".he5", ".nc"))

@@ -1,0 +1,9 @@
+"""TIFF: ``tiff/<stem>/<dataset>.tif``, tiled TIFF per image-like dataset; import.
+
+Modules: structs.py (header, IFD entries, tag table), meta.py (ImageJ/OME
+metadata from attributes), image.py (one image's IFD chain), tiles.py
+(zero-copy and transcoded tiles), view.py (the view), source.py (the importer).
+"""
+from ..base import Format
+
+FORMAT = Format("tiff", __name__, "", "dir", has_source=True, source_suffixes=(".tif", ".tiff", ".btf"))
