@@ -27,6 +27,8 @@ _POLYFS_OPTIONS: dict[str, tuple[str, type]] = {
     "entry_timeout": ("entry_timeout", float),
     "domain_ttl": ("domain_ttl", float),
     "threads": ("threads", int),
+    "write_buffer_mb": ("write_buffer_mb", int),
+    "scratch_dir": ("scratch_dir", str),
     "views": ("views", str),
     "shard_shape": ("shard_shape", str),
 }
@@ -51,6 +53,8 @@ class MountConfig:
     entry_timeout: float = 1.0
     domain_ttl: float = 5.0
     threads: int = 16
+    write_buffer_mb: int = 256  # daemon-wide memory for files being written; past it, scratch files
+    scratch_dir: str = "/var/tmp"  # where writes past write_buffer_mb spill (unlinked temporary files)
     views: str = ""  # comma-separated subset of zarr,n5,hdf5,tiff,polyglot
     log_level: str = "warning"
     log_file: str = ""

@@ -166,14 +166,16 @@ def build_operations(cfg: config_mod.MountConfig, store=None):
     ctx = ViewContext(Catalog(store), cfg.view_options())
     reader = Reader(ctx, cache_bytes=cfg.cache_mb << 20)
     root = build_root(ctx, cfg.view_names(), ttl=cfg.domain_ttl)
-    service = None
+    service = budget = None
     if not cfg.read_only:
+        from .fs.overlay import WriteBudget
         from .writes.router import Router
         from .writes.service import WriteService
 
         service = WriteService(ctx, Router(ctx.domains, ctx.catalog.load))
+        budget = WriteBudget(max(1, cfg.write_buffer_mb) << 20, cfg.scratch_dir or None)
     return Operations(root, reader, read_only=cfg.read_only, entry_timeout=cfg.entry_timeout,
-                      threads=cfg.threads, service=service)
+                      threads=cfg.threads, service=service, budget=budget)
 
 
 def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None) -> None:

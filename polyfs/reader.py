@@ -69,6 +69,13 @@ class Reader:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="polyfs-fetch")
         self._inflight: dict[Hashable, Future] = {}
         self._inflight_lock = threading.Lock()
+        catalog = getattr(ctx, "catalog", None)
+        if catalog is not None:
+            catalog.chunk_listeners.append(self.forget_chunks)
+
+    def forget_chunks(self, keys: set[str]) -> None:
+        """Chunks rewritten or deleted: what was made from their old bytes must not be served."""
+        self.cache.discard_where(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] in keys)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

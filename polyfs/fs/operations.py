@@ -43,6 +43,7 @@ class _DirHandle:
 class _FileHandle:
     entry: InodeEntry
     vfile: Any
+    live: bool = False  # a file being written: reading plans I/O, never on the FUSE loop
 
 
 class Operations(WriteOps, pyfuse3.Operations):
@@ -51,7 +52,7 @@ class Operations(WriteOps, pyfuse3.Operations):
     enable_acl = False
 
     def __init__(self, root: DirNode, reader: Reader, read_only: bool = True, entry_timeout: float = 1.0,
-                 threads: int = 16, service: Any = None) -> None:
+                 threads: int = 16, service: Any = None, budget: Any = None) -> None:
         super().__init__()
         self.inodes = InodeTable(root)
         self.reader = reader
@@ -64,7 +65,7 @@ class Operations(WriteOps, pyfuse3.Operations):
         self._next_fh = 1
         self._fh_lock = threading.Lock()
         self._logged: set[tuple] = set()
-        self._init_writes(service)
+        self._init_writes(service, budget)
 
     # -- helpers ----------------------------------------------------------
     def _log_unexpected(self, op: str, exc: BaseException) -> None:
@@ -280,8 +281,9 @@ class Operations(WriteOps, pyfuse3.Operations):
         assert isinstance(entry.node, FileNode)
         if self.service is not None:
             self.note_read_open(ctx.pid, entry.path, opened_at)
-        vfile = entry.node.vfile() if entry.node.built else await self._thread(entry.node.vfile)
-        fh = self._new_fh(_FileHandle(entry, vfile))
+        live = isinstance(entry.node, PendingFile)
+        vfile = entry.node.vfile() if entry.node.built and not live else await self._thread(entry.node.vfile)
+        fh = self._new_fh(_FileHandle(entry, vfile, live))
         # The kernel keeps its page cache across opens while the file is unchanged;
         # a re-planned file (new VFile) drops it, so nobody sees the old layout.
         unchanged = entry.served is vfile
@@ -292,10 +294,11 @@ class Operations(WriteOps, pyfuse3.Operations):
     async def read(self, fh: int, off: int, size: int) -> bytes:
         handle = self._handles[fh]
         if isinstance(handle, WriteHandle):
-            return handle.pending.read(off, size)
-        data = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off
-        if data is not None:
-            return data
+            return await self._thread(handle.pending.read, off, size)  # may read the view file
+        if not handle.live:
+            data = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off
+            if data is not None:
+                return data
         return await self._thread(self.reader.read, handle.vfile, off, size)
 
     @fuse_errors

@@ -1,45 +1,218 @@
 """Files and directories being written, before (or instead of) the store.
 
-A file opened for writing gets a private buffer holding what the writer
-sees: empty for a new or truncated file, else the view file's bytes. At
-flush/fsync the buffer is handed to the write service (which validates and
-ingests it); files the service does not recognise (lock files, temporaries)
-stay here as scratch files until renamed onto a real name or unlinked.
-Directories made inside an array (``c/0/``) exist here until the view shows
-them. Nothing in the overlay survives the daemon (documented in SEMANTICS.md).
+A file open for writing is a set of **dirty pages over its base file** (the view's
+own file, if any), never a copy of it (DESIGN.md section 4):
+
+- Pages are ``WriteBudget.page_size`` (256 KiB). A page is absent (base bytes below
+  ``base_limit``, zeros above), in memory (a ``bytearray`` only as long as needed: a
+  300-byte JSON costs ~300 bytes) or spilled (an ``int``, its length in the file's
+  scratch file at ``page_no * page_size``, sparse). Past its length a page reads zeros.
+- A write into an absent page inside the base first copies the base bytes of that
+  page it does not cover (one ``base.read`` of at most a page), so a present page is
+  the whole truth for its range. Shrinking lowers ``base_limit``: growing again
+  reads zeros, never old base bytes.
+- One :class:`WriteBudget` per daemon counts in-memory page bytes of all files. Past
+  ``limit`` after a write it spills the least recently written pages (any file) to
+  their owners' scratch files, down to 90% of the limit. Writes into spilled pages
+  go straight to scratch (``os.pwrite``): memory does not grow back. Scratch files
+  are ``TemporaryFile`` s made at the first spill, already unlinked (a crash leaks
+  nothing). ``budget.peak`` <= limit + one write + two pages of base fill per writer.
+
+Locks: a file's ``lock`` guards its pages; the budget's lock is innermost and covers
+no I/O. Spilling holds one file lock at a time (victims are claimed under the
+budget lock, then spilled each under its own file lock), so callers of ``relieve``
+hold none. Reads copy present pages under the file lock and read the base outside
+it (the base is immutable), so a slow store read never blocks the FUSE loop's
+writes; a read racing a write may see either side of it. A write that must fill a
+page from the base reads it under the file lock on the caller's thread
+(``needs_base`` says so beforehand, to move such writes off the event loop).
+
+Flush hands the file to the write service (``open_reader()`` streams it); files it
+does not recognise (lock files, temporaries) stay here as scratch files until
+renamed onto a real name or unlinked. Directories made inside an array (``c/0/``)
+exist here until the view shows them. Nothing here survives the daemon (SEMANTICS.md).
 """
 from __future__ import annotations
 
+import io
+import os
+import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import IO, Protocol
 
-from ..vfile import Literal, VFile
+from ..errors import PolyfsError
+from ..vfile import LiteralPiece, Segment, VFile
 from ..views.base import DirNode, FileNode, Node
+
+PAGE = 256 << 10
+
+
+class BaseFile(Protocol):
+    """The file a writer opened without O_TRUNC (the view's file); immutable."""
+
+    size: int
+
+    def read(self, off: int, n: int) -> bytes:  # may do store I/O; called from worker threads
+        ...
+
+
+class Discarded(PolyfsError):
+    """A pending file used after :meth:`PendingFile.discard` (maps to EIO)."""
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, at)
+        view, at = view[n:], at + n
+
+
+class WriteBudget:
+    """Daemon-wide budget for the bytes of files being written that are held in memory."""
+
+    def __init__(self, limit_bytes: int = 256 << 20, scratch_dir: str | None = None,
+                 page_size: int = PAGE) -> None:
+        if scratch_dir is not None:
+            os.makedirs(scratch_dir, exist_ok=True)  # else the first spill fails with a puzzling ENOENT
+        self.limit = limit_bytes
+        self.scratch_dir = scratch_dir
+        self.page_size = page_size
+        self.peak = 0
+        self._lock = threading.Lock()
+        self._lru: OrderedDict[tuple[PendingFile, int], int] = OrderedDict()  # in-memory pages, oldest first
+        self._claimed: set[tuple[PendingFile, int]] = set()  # being spilled by some thread
+        self._used = 0
+        self._spilled = 0
+
+    @property
+    def used(self) -> int:
+        """Bytes of dirty pages currently in memory."""
+        return self._used
+
+    @property
+    def spilled(self) -> int:
+        """Bytes of dirty pages currently in scratch files."""
+        return self._spilled
+
+    def _account(self, f: PendingFile, p: int, nbytes: int) -> None:
+        """Page ``p`` of ``f`` is in memory with ``nbytes`` and was just written (caller holds f.lock)."""
+        with self._lock:
+            old = self._lru.pop((f, p), 0)
+            self._lru[(f, p)] = nbytes
+            self._used += nbytes - old
+            self.peak = max(self.peak, self._used)
+
+    def _forget(self, f: PendingFile, p: int, spilled: int = 0) -> None:
+        """Page ``p`` of ``f`` left memory; ``spilled`` bytes went to (or, < 0, left) scratch."""
+        with self._lock:
+            self._used -= self._lru.pop((f, p), 0)
+            self._spilled += spilled
+
+    def _room(self, n: int) -> bool:
+        return self._used + n <= self.limit
+
+    def relieve(self) -> None:
+        """Spill least recently written pages until ``used`` <= 90% of the limit.
+        The caller must hold no file lock."""
+        while True:
+            with self._lock:
+                if self._used <= self.limit:
+                    return
+                excess = self._used - self.limit * 9 // 10
+                victims = []
+                for key, n in self._lru.items():
+                    if key not in self._claimed:
+                        victims.append(key)
+                        excess -= n
+                        if excess <= 0:
+                            break
+                if not victims:
+                    return  # other threads are spilling what there is
+                self._claimed.update(victims)
+            try:
+                for f, p in victims:
+                    f._spill(p)
+            finally:
+                with self._lock:
+                    self._claimed.difference_update(victims)
+
+
+class _Live(Segment):
+    """The bytes of a file being written, read when the segment is *planned*.
+
+    Unlike every other segment, planning here does I/O (``PendingFile.read``: page
+    copies, scratch preads, base reads), so plan it from a worker thread. Not a
+    ``Produced`` segment: those are cached, and these bytes change.
+    """
+
+    def __init__(self, f: PendingFile, length: int) -> None:
+        self.f = f
+        self.length = length
+
+    def plan(self, start: int, end: int, out: list) -> None:
+        data = self.f.read(start, end - start)
+        if len(data) < end - start:  # the file shrank since vfile(): keep the planned length
+            data += bytes(end - start - len(data))
+        out.append(LiteralPiece(data))
+
+
+class PendingReader(io.RawIOBase):
+    """A read-only, seekable file object over a pending file (for ingest, h5py, tifffile)."""
+
+    def __init__(self, f: PendingFile) -> None:
+        self._f = f
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        data = self._f.read(self._pos, len(b))
+        b[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def seek(self, off: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._f.size()}[whence]
+        if base + off < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + off
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
 
 
 class PendingFile(FileNode):
-    """A file's bytes as its writers left them."""
+    """A file as its writers left it: dirty pages over an optional base file."""
 
-    def __init__(self, path: str, data: bytes | bytearray, ingest: bool, base_time: float) -> None:
-        super().__init__(path.rsplit("/", 1)[-1], self._snapshot, mtime=time.time())
+    def __init__(self, path: str, ingest: bool, base_time: float, budget: WriteBudget,
+                 base: BaseFile | None = None) -> None:
+        super().__init__(path.rsplit("/", 1)[-1], self.vfile, mtime=time.time())
         self.path = path
-        self.data = bytearray(data)
         self.ingest = ingest  # flush hands it to the write service (else: scratch)
         self.dirty = False
         self.opens = 0
         self.base_time = base_time
         self.lock = threading.Lock()
+        self.budget = budget
+        self.base = base
+        self._page = budget.page_size
+        self._size = base.size if base is not None else 0
+        self._base_limit = self._size  # below it, bytes of absent pages are the base's
+        self._pages: dict[int, bytearray | int] = {}  # page no -> in memory | spilled length
+        self._scratch: IO[bytes] | None = None
+        self._gone = False
 
-    def _snapshot(self) -> VFile:
-        return VFile([Literal(bytes(self.data))])
-
-    def vfile(self) -> VFile:
-        with self.lock:
-            return self._snapshot()
-
+    # -- the node ----------------------------------------------------------------------------------
     def size(self) -> int:
-        return len(self.data)
+        return self._size
 
     def ready(self) -> bool:
         return True
@@ -48,32 +221,233 @@ class PendingFile(FileNode):
     def built(self) -> bool:
         return True
 
-    def write(self, off: int, buf: bytes) -> int:
-        with self.lock:
-            end = off + len(buf)
-            if end > len(self.data):
-                self.data.extend(b"\0" * (end - len(self.data)))
-            self.data[off:end] = buf
-            self.dirty = True
-            self.mtime = time.time()
-        return len(buf)
+    def vfile(self) -> VFile:
+        """A view of the current bytes (length fixed now); its reads go through :meth:`read`."""
+        return VFile([_Live(self, self._size)])
 
-    def read(self, off: int, size: int) -> bytes:
-        with self.lock:
-            return bytes(self.data[off:off + size])
-
-    def truncate(self, size: int) -> None:
-        with self.lock:
-            if size < len(self.data):
-                del self.data[size:]
-            else:
-                self.data.extend(b"\0" * (size - len(self.data)))
-            self.dirty = True
-            self.mtime = time.time()
+    def open_reader(self) -> PendingReader:
+        """Stream the file (ingest, format libraries) without holding it whole in memory."""
+        return PendingReader(self)
 
     def contents(self) -> bytes:
+        """The whole file in memory: for small files only (metadata JSON); stream big ones."""
+        return self.read(0, self._size)
+
+    # -- data ----------------------------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._gone:
+            raise Discarded(f"{self.path}: the file being written was discarded")
+
+    def _scratch_fd(self) -> int:
+        """The scratch file's fd, made at first need (caller holds the lock)."""
+        if self._scratch is None:  # lives until discard(); unlinked already
+            self._scratch = tempfile.TemporaryFile(dir=self.budget.scratch_dir)  # noqa: SIM115
+        return self._scratch.fileno()
+
+    def _base_need(self, p: int, w0: int, w1: int) -> tuple[int, int] | None:
+        """Page-relative base range to read before writing ``[w0, w1)`` into absent page ``p``."""
+        lim = min(self._page, self._base_limit - p * self._page) if self.base is not None else 0
+        lead, trail = min(w0, lim) > 0, w1 < lim
+        if lead and trail:
+            return 0, lim
+        if lead:
+            return 0, min(w0, lim)
+        if trail:
+            return w1, lim
+        return None
+
+    def needs_base(self, off: int, n: int) -> bool:
+        """True if ``write(off, n bytes)`` would first read the base (do it off the event loop)."""
         with self.lock:
-            return bytes(self.data)
+            if self.base is None or n <= 0:
+                return False
+            P, end = self._page, off + n
+            for p in {off // P, (end - 1) // P}:  # inner pages are covered whole
+                if p not in self._pages and self._base_need(p, max(off - p * P, 0), min(end - p * P, P)):
+                    return True
+            return False
+
+    def write(self, off: int, buf: bytes) -> int:
+        if off < 0:
+            raise ValueError("negative offset")
+        view = memoryview(buf).cast("B")
+        end, P = off + len(view), self._page
+        with self.lock:
+            self._check()
+            if end == off:
+                return 0  # POSIX: a write of nothing changes nothing
+            pos = off
+            while pos < end:
+                p = pos // P
+                k = min(end, p * P + P) - pos
+                self._write_page(p, pos - p * P, view[pos - off:pos - off + k])
+                pos += k
+            self._size = max(self._size, end)
+            self.dirty = True
+            self.mtime = time.time()
+        self.budget.relieve()
+        return len(view)
+
+    def _write_page(self, p: int, o: int, data: memoryview) -> None:
+        page = self._pages.get(p)
+        if page is None:
+            page = bytearray(max(min(self._page, self._base_limit - p * self._page), 0))
+            need = self._base_need(p, o, o + len(data))
+            if need is not None:
+                a, b = need
+                got = self.base.read(p * self._page + a, b - a)[:b - a]  # type: ignore[union-attr]
+                page[a:a + len(got)] = got
+        if isinstance(page, bytearray):
+            if len(page) < o:
+                page.extend(bytes(o - len(page)))
+            page[o:o + len(data)] = data
+            self._pages[p] = page
+            self.budget._account(self, p, len(page))
+        else:  # spilled: write through, zero-filling a gap left by a truncate
+            fd, at = self._scratch_fd(), p * self._page
+            if page < o:
+                _pwrite_all(fd, bytes(o - page), at + page)
+            _pwrite_all(fd, data, at + o)
+            self._pages[p] = max(page, o + len(data))
+            self.budget._forget(self, p, self._pages[p] - page)
+
+    def read(self, off: int, n: int) -> bytes:
+        """Base bytes + dirty pages; zeros in holes. Short only at end of file."""
+        P = self._page
+        base_ranges: list[list[int]] = []
+        with self.lock:
+            self._check()
+            end = min(off + n, self._size)
+            if n <= 0 or off >= end:
+                return b""
+            out = bytearray(end - off)
+            view = memoryview(out)
+            for p in range(off // P, (end - 1) // P + 1):
+                a, b = max(off, p * P), min(end, p * P + P)
+                page = self._pages.get(p)
+                if isinstance(page, bytearray):
+                    chunk = memoryview(page)[a - p * P:b - p * P]
+                    view[a - off:a - off + len(chunk)] = chunk
+                elif page is not None:
+                    k = min(b, p * P + page) - a
+                    if k > 0:
+                        os.preadv(self._scratch_fd(), [view[a - off:a - off + k]], a)
+                elif a < min(b, self._base_limit):
+                    e = min(b, self._base_limit)
+                    if base_ranges and base_ranges[-1][1] == a:
+                        base_ranges[-1][1] = e
+                    else:
+                        base_ranges.append([a, e])
+        for a, e in base_ranges:  # outside the lock: the base never changes
+            got = self.base.read(a, e - a)[:e - a]  # type: ignore[union-attr]
+            view[a - off:a - off + len(got)] = got
+        return bytes(out)
+
+    def truncate(self, size: int) -> None:
+        if size < 0:
+            raise ValueError("negative size")
+        with self.lock:
+            self._check()
+            if size < self._size:
+                P = self._page
+                first = -(-size // P)  # pages starting at or past the new end
+                for p in [q for q in self._pages if q >= first]:
+                    self._drop_page(p)
+                p, keep = size // P, size % P
+                page = self._pages.get(p)
+                if isinstance(page, bytearray) and len(page) > keep:
+                    del page[keep:]
+                    self.budget._account(self, p, keep)
+                elif isinstance(page, int) and page > keep:
+                    self._pages[p] = keep
+                    self.budget._forget(self, p, keep - page)
+                self._base_limit = min(self._base_limit, size)
+            self._size = size
+            self.dirty = True
+            self.mtime = time.time()
+
+    def _drop_page(self, p: int) -> None:
+        page = self._pages.pop(p)
+        self.budget._forget(self, p, 0 if isinstance(page, bytearray) else -page)
+
+    def _spill(self, p: int) -> None:
+        """Move page ``p`` to the scratch file (called by the budget, no other lock held)."""
+        with self.lock:
+            page = self._pages.get(p)
+            if self._gone or not isinstance(page, bytearray):
+                self.budget._forget(self, p)  # freed or spilled meanwhile
+                return
+            _pwrite_all(self._scratch_fd(), page, p * self._page)
+            self._pages[p] = len(page)
+            self.budget._forget(self, p, len(page))
+
+    # -- what the write service and the tree operations ask -----------------------------------------
+    def untouched(self, off: int, n: int) -> bool:
+        """True iff ``[off, off+n)`` still reads the base's bytes because no write or
+        truncate reached it. Page-granular: a written page counts as touched whole."""
+        with self.lock:
+            self._check()
+            end = off + n
+            if off < 0 or end > self._base_limit:
+                return False
+            if n <= 0:
+                return True
+            first, last = off // self._page, (end - 1) // self._page
+            if last - first + 1 > len(self._pages):
+                return not any(first <= p <= last for p in self._pages)
+            return not any(p in self._pages for p in range(first, last + 1))
+
+    def dirty_ranges(self) -> list[tuple[int, int]]:
+        """Merged ``(start, end)`` ranges inside ``[0, size())`` that may differ from the
+        base (whole written pages, and everything past ``base_limit``); a changed length
+        shows as ``size() != base.size``."""
+        with self.lock:
+            self._check()
+            P = self._page
+            spans = [(p * P, min(p * P + P, self._size)) for p in self._pages]
+            if self._base_limit < self._size:
+                spans.append((self._base_limit, self._size))
+        out: list[tuple[int, int]] = []
+        for s, e in sorted(spans):
+            if out and s <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], e))
+            else:
+                out.append((s, e))
+        return out
+
+    def clone(self, path: str) -> PendingFile:
+        """An independent file with the same bytes (link(2)): shares the base, copies the
+        pages (to memory while the budget has room, else straight to the clone's scratch)."""
+        c = PendingFile(path, self.ingest, self.base_time, self.budget, self.base)
+        with self.lock, c.lock:  # c is unpublished: only a spiller could want its lock
+            self._check()
+            c._size, c._base_limit, c.dirty, c.mtime = self._size, self._base_limit, self.dirty, self.mtime
+            for p, page in self._pages.items():
+                if isinstance(page, bytearray) and self.budget._room(len(page)):
+                    c._pages[p] = bytearray(page)
+                    self.budget._account(c, p, len(page))
+                    continue
+                if isinstance(page, bytearray):
+                    data: bytes | bytearray = page
+                else:
+                    data = os.pread(self._scratch_fd(), page, p * self._page)
+                _pwrite_all(c._scratch_fd(), data, p * self._page)
+                c._pages[p] = len(data)
+                self.budget._forget(c, p, len(data))
+        self.budget.relieve()
+        return c
+
+    def discard(self) -> None:
+        """Free the memory and scratch space now (idempotent); later use raises Discarded."""
+        with self.lock:
+            if self._gone:
+                return
+            self._gone = True
+            for p in list(self._pages):
+                self._drop_page(p)
+            if self._scratch is not None:
+                self._scratch.close()
+                self._scratch = None
 
 
 class PendingDir(DirNode):
@@ -86,6 +460,8 @@ class PendingDir(DirNode):
 
 @dataclass
 class Overlay:
+    """The path -> node table of files being written and directories not yet in the store."""
+
     files: dict[str, PendingFile] = field(default_factory=dict)
     dirs: dict[str, PendingDir] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)

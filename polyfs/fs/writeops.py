@@ -12,17 +12,21 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import queue
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyfuse3
 
 from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted, ReadOnly
 from ..views.base import DirNode, FileNode
 from .inodes import InodeEntry
-from .overlay import Overlay, PendingDir, PendingFile
+from ..reader import Reader
+from ..vfile import VFile
+from .overlay import Overlay, PendingDir, PendingFile, WriteBudget
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..writes.service import WriteService
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,16 @@ class WriteHandle:
         self.entry = entry
         self.pending = pending
         self.pid = pid
+
+
+class ViewFile:
+    """The view's own file under a file opened for writing without ``O_TRUNC`` (the overlay's base)."""
+
+    def __init__(self, reader: Reader, vfile: VFile) -> None:
+        self.reader, self.vfile, self.size = reader, vfile, vfile.size
+
+    def read(self, off: int, n: int) -> bytes:
+        return bytes(self.reader.read(self.vfile, off, n))
 
 
 class Invalidator:
@@ -68,9 +82,10 @@ class Invalidator:
 class WriteOps:
     """Mixin for :class:`~polyfs.fs.operations.Operations` (uses its inodes, thread pool, errors)."""
 
-    def _init_writes(self, service: Any) -> None:
+    def _init_writes(self, service: "WriteService | None", budget: WriteBudget | None = None) -> None:
         self.service = service
         self.overlay = Overlay()
+        self.budget = budget or WriteBudget()
         self.version = 0
         self._read_at: dict[tuple[int, str], float] = {}
         self._tgids: dict[int, int] = {}
@@ -130,31 +145,54 @@ class WriteOps:
                 self._read_at.clear()
 
     def _pending_for(self, entry: InodeEntry, flags: int, pid: int) -> PendingFile:
+        """The file's pending state, opened once more (``opens`` counts under the overlay's
+        lock, so a release racing this open never discards what is being opened)."""
         path = entry.path
-        node = self.overlay.get(path)
+        with self.overlay.lock:
+            node = self.overlay.files.get(path)
+            if isinstance(node, PendingFile):
+                node.opens += 1
         if isinstance(node, PendingFile):
             if flags & os.O_TRUNC:
                 node.truncate(0)
             return node
-        base = self._read_at.get((self.process_of(pid), path), time.time())
-        data = b""
+        base_time = self._read_at.get((self.process_of(pid), path), time.time())
+        base = None
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
-            vf = entry.node.vfile()
-            data = self.reader.read(vf, 0, vf.size)
-        pending = PendingFile(path, data, self.service.is_ingestible(path), base)
+            base = ViewFile(self.reader, entry.node.vfile())  # read on demand, never copied whole
+        pending = PendingFile(path, self.service.is_ingestible(path), base_time, self.budget, base)
         if flags & os.O_TRUNC:
             pending.dirty = True  # an emptied file is a change even if nothing is written
+        pending.opens = 1
         self.overlay.add_file(pending)
         entry.node = pending
         return pending
+
+    def _close_one(self, p: PendingFile) -> bool:
+        """One open of ``p`` ends; True if it was the last."""
+        with self.overlay.lock:
+            p.opens -= 1
+            return p.opens <= 0
+
+    def _retire(self, p: PendingFile) -> None:
+        """A stored (or refused) file leaves the overlay unless someone opened it meanwhile."""
+        with self.overlay.lock:
+            if p.opens > 0 or self.overlay.files.get(p.path) is not p:
+                return
+            del self.overlay.files[p.path]
+        p.discard()
+        self.version += 1
 
     def _ingest(self, pending: PendingFile, path: str | None = None) -> None:
         """Hand a dirty buffer to the write service (in a worker thread)."""
         target = path or pending.path
         if not pending.dirty or not (pending.ingest or path is not None):
             return
-        data = pending.contents()
-        self.service.ingest(target, data, pending.base_time)
+        try:
+            self.service.ingest(target, pending, pending.base_time)
+        except Exception:
+            pending.dirty = False  # refused: the writer hears it from this flush, not again at release
+            raise
         pending.dirty = False
         self._changed(target)
 
@@ -164,7 +202,6 @@ class WriteOps:
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
         pending = await self._thread(self._pending_for, entry, flags, ctx.pid)
-        pending.opens += 1
         fh = self._new_fh(WriteHandle(entry, pending, ctx.pid))
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
 
@@ -183,7 +220,8 @@ class WriteOps:
             if target.domain is None or not target.rest:
                 raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
             ingest = await self._thread(self.service.is_ingestible, path)
-            pending = PendingFile(path, b"", ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()))
+            pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
+                                  self.budget)
             pending.dirty = True
             self.overlay.add_file(pending)
             entry = self.inodes.remember(path, pending)
@@ -201,6 +239,8 @@ class WriteOps:
         handle = self._handles[fh]
         if not isinstance(handle, WriteHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
+        if handle.pending.needs_base(off, len(buf)):
+            return await self._thread(handle.pending.write, off, buf)  # reads the view file first
         return handle.pending.write(off, buf)
 
     async def _flush_handle(self, handle: Any) -> None:
@@ -211,16 +251,14 @@ class WriteOps:
         if not isinstance(handle, WriteHandle):
             return
         p = handle.pending
-        p.opens -= 1
-        if p.opens > 0:
+        if not self._close_one(p):
             return
         try:
             await self._flush_handle(handle)
         except Exception as exc:  # noqa: BLE001 - release has no one to report to
             log.error("%s: not stored at release: %s", p.path, exc)
-        if p.ingest and self.overlay.get(p.path) is p:
-            self.overlay.drop(p.path)  # the view shows the stored file from now on
-            self.version += 1
+        if p.ingest:
+            self._retire(p)  # the view shows the stored file from now on
 
     async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
         entry = self.inodes.get(inode)
@@ -234,12 +272,12 @@ class WriteOps:
             else:  # truncate(2) on a path: a write of its own
                 pending = await self._thread(self._pending_for, entry, 0, ctx.pid)
                 pending.truncate(attr.st_size)
-                if pending.opens == 0:
+                if self._close_one(pending):
                     try:
                         await self._thread(self._ingest, pending)
                     finally:
                         if pending.ingest:
-                            self.overlay.drop(pending.path)
+                            self._retire(pending)
         elif not self.read_only and self.service is not None:
             pass  # modes and times are not stored: accepted so cp -p and touch work
         else:
@@ -286,6 +324,8 @@ class WriteOps:
         if isinstance(node, PendingFile):
             self.overlay.drop(path)
             node.dirty = False
+            if node.opens == 0:
+                node.discard()
             if not node.ingest:
                 return  # a scratch file: never reached the store
         if isinstance(node, PendingDir):
@@ -344,9 +384,13 @@ class WriteOps:
             raise FileExistsError(errno.EEXIST, dst)
         if not await self._thread(self.service.is_ingestible, dst):
             raise NotPermitted(f"{dst}: links are only made to metadata and chunk files")
-        copy = PendingFile(dst, node.contents(), True, self._read_at.get((self.process_of(ctx.pid), dst), node.base_time))
-        copy.dirty = True
-        await self._thread(self._ingest, copy)
+        copy = await self._thread(node.clone, dst)
+        copy.ingest, copy.dirty = True, True
+        copy.base_time = self._read_at.get((self.process_of(ctx.pid), dst), node.base_time)
+        try:
+            await self._thread(self._ingest, copy)
+        finally:
+            copy.discard()
         self.version += 1
         new = await self._thread(self._resolve, dst)
         e = self.inodes.remember(dst, new)

@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 from ..errors import NotFound, SourceError
+from ..formats import by_name, formats
 from ..model import keys
 from ..model.catalog import Catalog
 from ..model.writer import DomainWriter
@@ -24,44 +25,28 @@ from .common import ImportOptions, parse_chunks, parse_codec
 
 log = logging.getLogger(__name__)
 
-KINDS = ("hdf5", "tiff", "zarr", "n5")
-_SOURCE_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc", ".tif", ".tiff", ".btf", ".zarr", ".n5")
-
-
 def detect_kind(source: Path) -> str:
-    """``hdf5``, ``tiff``, ``zarr`` or ``n5``; SourceError for anything else."""
+    """The name of the format that claims ``source``; SourceError for anything else.
+
+    Formats are asked in :data:`polyfs.formats.PACKAGES` order (HDF5 before
+    TIFF: a polyglot file is richer as HDF5)."""
     if not source.exists():
         raise SourceError(source, "no such file or directory")
+    if source.is_file() and source.stat().st_size == 0:
+        raise SourceError(source, "empty file")
+    for fmt in formats():
+        if fmt.has_source and fmt.source().claims(source):
+            return fmt.name
     if source.is_dir():
-        if (source / "zarr.json").is_file():
-            return "zarr"
-        if (source / "attributes.json").is_file():
-            return "n5"
-        if (source / ".zgroup").exists() or (source / ".zarray").exists():
-            raise SourceError(source, "a Zarr v2 hierarchy (only Zarr v3, with zarr.json, is supported)")
         raise SourceError(source, "a directory that is neither a Zarr v3 hierarchy (zarr.json) "
                                   "nor an N5 container (attributes.json)")
-    try:
-        with open(source, "rb") as f:
-            head = f.read(8)
-    except OSError as exc:
-        raise SourceError(source, exc.strerror or exc) from None
-    from ..formats.tiff.source import is_tiff_header
-    from ..formats.hdf5.source import is_hdf5
-
-    if is_hdf5(source):  # first: a polyglot file (TIFF header, HDF5 after a user block) is richer as HDF5
-        return "hdf5"
-    if is_tiff_header(head):
-        return "tiff"
-    if not head:
-        raise SourceError(source, "empty file")
     raise SourceError(source, "not an HDF5 or TIFF file (unrecognised signature)")
 
 
 def default_domain(source: Path) -> str:
     """``/<source name without its format suffix>.h5``."""
     name = source.resolve().name
-    for suffix in _SOURCE_SUFFIXES:
+    for suffix in (sfx for fmt in formats() for sfx in fmt.source_suffixes):
         if name.lower().endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
             break
@@ -87,7 +72,7 @@ def import_source(source, store_url: str, domain: str | None = None, codec: str 
     store = open_store(str(store_url), create=True)
     catalog = Catalog(store)
     old_root = _old_root(catalog, path) if overwrite else None
-    module = _module(kind)
+    module = by_name(kind).source()  # type: ignore[union-attr]
     with DomainWriter(catalog, path, owner=owner, overwrite=overwrite) as writer:
         module.import_into(src, writer, opts)
     if old_root and old_root != writer.root_id:
@@ -105,15 +90,3 @@ def _old_root(catalog: Catalog, path: str) -> str | None:
     except NotFound:
         return None
     return body.get("root") if isinstance(body, dict) else None
-
-
-def _module(kind: str):
-    if kind == "hdf5":
-        from ..formats.hdf5 import source as m
-    elif kind == "tiff":
-        from ..formats.tiff import source as m
-    elif kind == "zarr":
-        from ..formats.zarr import source as m
-    else:
-        from ..formats.n5 import source as m
-    return m

@@ -12,7 +12,7 @@ import logging
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Callable, Any, Iterable
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class Catalog:
         self._dataset_domain: dict[str, str] = {}  # dataset id -> domain path (for invalidation)
         self._generations: dict[str, int] = {}  # domain path -> bumped whenever its files must be re-planned
         self._untrusted: set[str] = set()  # datasets whose persisted index proved stale
+        # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
+        self.chunk_listeners: list[Callable[[set[str]], None]] = []
 
     # -- JSON objects ------------------------------------------------------
     def get_json(self, key: str) -> Any:
@@ -391,6 +393,14 @@ class Catalog:
             if idx is None or not len(idx):  # the pipeline was settled without a chunk to sniff
                 self._pipelines.pop(dataset.id, None)
             path = self._dataset_domain.get(dataset.id)
+            listeners = list(self.chunk_listeners)
+        changed = set(sizes) | set(removed)
+        if changed and listeners:
+            grid = dataset.grid or (1,)
+            keys_ = {keys.chunk_key(dataset.id, tuple(int(c) for c in np.unravel_index(lin, grid)))
+                     for lin in changed}
+            for listener in listeners:
+                listener(keys_)
         if path is not None:
             self.touch(path)
 

@@ -27,6 +27,7 @@ from ..codecs.registry import DEFLATE, Filter
 from ..errors import AlreadyExists, InvalidInput, NotFound, PolyfsError
 from . import ids, keys
 from .catalog import Catalog
+from .changes import ObjectChange
 from .schema import Attribute, Dataset, Group, Link, Shape, UNLIMITED, now
 from .tree import DomainModel, Obj
 from .types import DType
@@ -153,84 +154,65 @@ class DomainEditor:
             self._install(model, [ds, p])
             return ds
 
-    def set_attributes(self, path: str, obj_id: str, set_: dict[str, Attribute], remove: Iterable[str] = ()) -> None:
-        """Add or replace ``set_`` and drop ``remove`` on one object (one JSON write)."""
-        remove = [n for n in remove if n not in set_]
+    def apply(self, path: str, change: ObjectChange) -> None:
+        """Apply everything ``change`` asks of one object: validated first, then one JSON write,
+        the chunks a shrink leaves outside deleted, and the model installed once."""
+        if change.is_empty():
+            return
         with self.lock(path):
             model = self.model(path)
-            obj = copy.deepcopy(model.get(obj_id))
+            old = model.get(change.obj_id)
+            obj = copy.deepcopy(old)
             changed = False
+            outside: list[str] = []
+            if change.resize is not None:
+                if not isinstance(old, Dataset):
+                    raise InvalidInput(f"{model.path}: {change.obj_id} is not a dataset")
+                changed |= _resized(old, obj, tuple(int(d) for d in change.resize))
+                outside = self._chunks_outside(old, obj) if changed else []
+            if change.view_hints is not None and obj.creation_properties.get("polyfs") != change.view_hints:
+                obj.creation_properties["polyfs"] = dict(change.view_hints)
+                changed = True
+            if change.implicit is not None:
+                changed |= _set_implicit(obj, change.implicit)
+            remove = [n for n in change.remove_attributes if n not in change.set_attributes]
             for name in remove:
                 changed |= obj.attributes.pop(name, None) is not None
-            for name, attr in set_.items():
-                old = obj.attributes.get(name)
-                if old is None or old.to_json() != attr.to_json():
+            for name, attr in change.set_attributes.items():
+                have = obj.attributes.get(name)
+                if have is None or have.to_json() != attr.to_json():
                     obj.attributes[name] = attr
                     changed = True
             if not changed:
                 return
             obj.last_modified = now()
             self.catalog.put_object(obj)
+            for key in outside:
+                self.store.delete(key)
+            if change.resize is not None:
+                self.catalog.invalidate_dataset(obj.id)
+                self._drop_persisted_index(obj.id)
             self._install(model, [obj])
+
+    def set_attributes(self, path: str, obj_id: str, set_: dict[str, Attribute], remove: Iterable[str] = ()) -> None:
+        """Add or replace ``set_`` and drop ``remove`` on one object (one JSON write)."""
+        self.apply(path, ObjectChange(obj_id, dict(set_), list(remove)))
 
     def make_explicit(self, path: str, group_id: str) -> None:
         """A group's metadata was written: it is a group in every view from now on."""
-        with self.lock(path):
-            model = self.model(path)
-            g = copy.deepcopy(model.groups[group_id])
-            if not is_implicit(g):
-                return
-            g.extra.pop("polyfs", None)
-            self.catalog.put_object(g)
-            self._install(model, [g])
+        self.apply(path, ObjectChange(group_id, implicit=False))
 
     def make_implicit(self, path: str, group_id: str) -> None:
         """A group whose metadata file was removed: hidden by Zarr and N5 while it is empty."""
-        with self.lock(path):
-            model = self.model(path)
-            g = copy.deepcopy(model.groups[group_id])
-            if g.extra.get("polyfs") == {"implicit": True}:
-                return
-            g.extra["polyfs"] = {"implicit": True}
-            self.catalog.put_object(g)
-            self._install(model, [g])
+        self.apply(path, ObjectChange(group_id, implicit=True))
 
     def set_view_hints(self, path: str, ds_id: str, hints: dict) -> None:
         """Remember how a view presents a dataset (e.g. the Zarr shard shape a writer chose)."""
-        with self.lock(path):
-            model = self.model(path)
-            ds = copy.deepcopy(model.datasets[ds_id])
-            if ds.creation_properties.get("polyfs") == hints:
-                return
-            ds.creation_properties["polyfs"] = dict(hints)
-            self.catalog.put_object(ds)
-            self._install(model, [ds])
+        self.apply(path, ObjectChange(ds_id, view_hints=hints))
 
     def resize(self, path: str, ds_id: str, dims: Sequence[int]) -> None:
         """A new extent within ``maxdims``; chunks wholly outside it are deleted."""
-        dims = tuple(int(d) for d in dims)
-        with self.lock(path):
-            model = self.model(path)
-            old = model.datasets[ds_id]
-            if old.shape.kind != "simple" or len(dims) != old.shape.rank:
-                raise InvalidInput(f"dataset {ds_id}: cannot change rank or reshape a scalar to {list(dims)}")
-            if dims == old.shape.dims:
-                return
-            maxdims = old.shape.maxdims or old.shape.dims
-            for d, m in zip(dims, maxdims):
-                if d < 0 or (m is not UNLIMITED and d > m):
-                    raise InvalidInput(f"shape {list(dims)} exceeds the maximum shape "
-                                       f"{['unlimited' if m is None else m for m in maxdims]}")
-            ds = copy.deepcopy(old)
-            ds.shape = Shape("simple", dims, old.shape.maxdims)
-            ds.last_modified = now()
-            outside = self._chunks_outside(old, ds)
-            self.catalog.put_object(ds)
-            for key in outside:
-                self.store.delete(key)
-            self.catalog.invalidate_dataset(ds_id)
-            self._drop_persisted_index(ds_id)
-            self._install(model, [ds])
+        self.apply(path, ObjectChange(ds_id, resize=tuple(int(d) for d in dims)))
 
     def _chunks_outside(self, old: Dataset, new: Dataset) -> list[str]:
         idx = self.catalog.chunk_index(old)
@@ -314,6 +296,35 @@ class DomainEditor:
                 self.store.delete(key)
             except PolyfsError as exc:
                 log.warning("cannot delete %s: %s", key, exc)
+
+
+def _resized(old: Dataset, ds: Dataset, dims: tuple[int, ...]) -> bool:
+    """Set ``ds``'s extent to ``dims`` (validated against ``old``); False if unchanged."""
+    if old.shape.kind != "simple" or len(dims) != old.shape.rank:
+        raise InvalidInput(f"dataset {old.id}: cannot change rank or reshape a scalar to {list(dims)}")
+    if dims == old.shape.dims:
+        return False
+    maxdims = old.shape.maxdims or old.shape.dims
+    for d, m in zip(dims, maxdims):
+        if d < 0 or (m is not UNLIMITED and d > m):
+            raise InvalidInput(f"shape {list(dims)} exceeds the maximum shape "
+                               f"{['unlimited' if m is None else m for m in maxdims]}")
+    ds.shape = Shape("simple", dims, old.shape.maxdims)
+    return True
+
+
+def _set_implicit(obj: Obj, implicit: bool) -> bool:
+    if not isinstance(obj, Group):
+        raise InvalidInput(f"{obj.id} is not a group")
+    if implicit:
+        if obj.extra.get("polyfs") == {"implicit": True}:
+            return False
+        obj.extra["polyfs"] = {"implicit": True}
+        return True
+    if not is_implicit(obj):
+        return False
+    obj.extra.pop("polyfs", None)
+    return True
 
 
 def is_implicit(g: Group) -> bool:

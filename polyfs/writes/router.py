@@ -1,24 +1,28 @@
 """Where a path of a writable view points: domain, object, and the rest.
 
 ``zarr/home/alice/brain.zarr/grp/arr/c/0/1`` is domain ``/home/alice/brain.h5``,
-object ``/grp/arr`` (a dataset) and rest ``c/0/1``. Only the Zarr and N5
-views take writes; every other path is read-only.
+object ``/grp/arr`` (a dataset) and rest ``c/0/1``. Only views whose format
+package has an ingester take writes; every other path is read-only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..errors import NotFound, ReadOnly
+from ..formats import Format, formats
 from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel
 from ..views.root import DomainList, domain_stem
 
-WRITABLE = {"zarr": ".zarr", "n5": ".n5"}
+
+
+def writable() -> dict[str, Format]:
+    return {f.name: f for f in formats() if f.has_ingest}
 
 
 @dataclass
 class Target:
-    view: str  # "zarr" | "n5"
+    view: Format  # the writable view the path is in
     parts: list[str]  # the path below the view directory
     domain: str | None = None  # None: the path is above any domain
     model: DomainModel | None = None
@@ -28,7 +32,7 @@ class Target:
 
     @property
     def suffix(self) -> str:
-        return WRITABLE[self.view]
+        return self.view.suffix
 
     def new_domain_path(self) -> str | None:
         """The domain a new ``<name><suffix>`` directory here would create, if any."""
@@ -48,17 +52,19 @@ class Router:
         self.domains = domains
         self.load = load  # domain path -> DomainModel
 
-    def view_of(self, path: str) -> str:
-        view = path.split("/", 1)[0]
-        if view not in WRITABLE:
-            raise ReadOnly(f"{path or '/'}: the {view or 'root'} view is read-only (only zarr/ and n5/ take writes)")
-        return view
+    def view_of(self, path: str) -> Format:
+        name = path.split("/", 1)[0]
+        views = writable()
+        if name not in views:
+            which = ", ".join(f"{n}/" for n in views)
+            raise ReadOnly(f"{path or '/'}: the {name or 'root'} view is read-only (only {which} take writes)")
+        return views[name]
 
     def route(self, path: str) -> Target:
         view = self.view_of(path)
         parts = [p for p in path.split("/")[1:] if p]
         t = Target(view, parts)
-        suffix = WRITABLE[view]
+        suffix = view.suffix
         leaves = {}
         for dom in self.domains.paths():
             stem = domain_stem(dom)

@@ -17,7 +17,16 @@ from polyfs.model import types as T
 from polyfs.model.schema import Dataset, Shape
 from polyfs.formats.n5 import ingest as n5meta
 from polyfs.formats.zarr import ingest as zarrmeta
+from polyfs.formats.zarr.spec import KeyEncoding, ShardIndex
 from polyfs.writes.chunkin import Incoming, to_stored
+from polyfs.writes.protocol import ArrayWrite, file_members
+from polyfs.writes.service import BytesSource
+
+
+def _chunks(ing, blob: bytes, m: ArrayWrite, pos=(0, 0), grid=(3, 2)) -> dict:
+    """Chunks of a written chunk file keyed by grid coordinates."""
+    members = file_members(pos, m.per_file, grid)
+    return {w.coords: (w.data, w.dims) for w in ing.chunks_in(BytesSource(blob), m, members, "x")}
 
 
 def _array_meta(**over) -> bytes:
@@ -36,9 +45,12 @@ def _array_meta(**over) -> bytes:
 
 def test_parse_sharded_array():
     m = zarrmeta.parse(_array_meta(), "x/zarr.json")
-    assert m.sharded and m.chunks == (4, 3) and m.outer == (8, 6) and m.per_shard == (2, 2)
+    assert isinstance(m, ArrayWrite)
+    assert m.chunks == (4, 3) and m.per_file == (2, 2) and m.hints == {"zarr_chunks_per_shard": [2, 2]}
+    assert m.layout == (KeyEncoding("default", "/"), ShardIndex(False, True, False))
     assert [f.id for f in m.filters] == [DEFLATE] and m.incoming.gzip_member
-    assert m.file_position(["c", "1", "0"]) == (1, 0) and m.file_position(["c", "1"]) is None
+    ing = zarrmeta.ZarrIngester(None)  # type: ignore[arg-type]
+    assert ing.file_position(["c", "1", "0"], m) == (1, 0) and ing.file_position(["c", "1"], m) is None
 
 
 @pytest.mark.parametrize("bad, cls", [
@@ -63,12 +75,15 @@ def _shard(chunks: dict[int, bytes], n: int) -> bytes:
 
 def test_split_shard_and_its_checksum():
     m = zarrmeta.parse(_array_meta(), "x")
+    ing = zarrmeta.ZarrIngester(None)  # type: ignore[arg-type]
     blob = _shard({0: b"abc", 3: b"defg"}, 4)
-    assert zarrmeta.split_shard(blob, m, "x") == {0: b"abc", 3: b"defg"}
+    assert _chunks(ing, blob, m) == {(0, 0): (b"abc", None), (1, 1): (b"defg", None)}
+    # a shard at the edge: inner chunks outside the grid are not the array's
+    assert _chunks(ing, blob, m, pos=(1, 0)) == {(2, 0): (b"abc", None)}
     with pytest.raises(CodecError):
-        zarrmeta.split_shard(blob[:-1] + bytes([blob[-1] ^ 1]), m, "x")
+        _chunks(ing, blob[:-1] + bytes([blob[-1] ^ 1]), m)
     with pytest.raises(InvalidInput):
-        zarrmeta.split_shard(blob[-20:], m, "x")
+        _chunks(ing, blob[-20:], m)
 
 
 def _dataset(filters) -> Dataset:
@@ -98,23 +113,26 @@ def test_same_encoding_is_stored_as_written_and_others_transcoded():
 
 def test_n5_block_header_checks_and_edge_padding():
     attrs = {"dimensions": [6, 10], "blockSize": [3, 4], "dataType": "uint16", "compression": {"type": "raw"}}
-    spec = n5meta.dataset(attrs, "a.json")
-    assert spec.shape == (10, 6) and spec.block == (4, 3)
+    spec = n5meta.parse(json.dumps(attrs).encode(), "a.json")
+    assert isinstance(spec, ArrayWrite) and spec.shape == (10, 6) and spec.chunks == (4, 3)
+    ing = n5meta.N5Ingester(None)  # type: ignore[arg-type]
 
     def block(dims_n5, payload, ndim=None):
         return (0).to_bytes(2, "big") + (ndim or len(dims_n5)).to_bytes(2, "big") + \
             b"".join(int(d).to_bytes(4, "big") for d in dims_n5) + payload
 
-    dims, payload = n5meta.parse_block(block([2, 4], b"\1" * 16), 2, (4, 3), "b")
+    ((payload, dims),) = _chunks(ing, block([2, 4], b"\1" * 16), spec).values()
     assert dims == (4, 2)
     ds = _dataset([])
     out = to_stored(ds, Pipeline((), 2), spec.incoming, payload, dims)
     arr = np.frombuffer(out, ">u2").reshape(4, 3)
     assert (arr[:, :2] == 0x0101).all() and (arr[:, 2] == 0).all()
     with pytest.raises(InvalidInput):
-        n5meta.parse_block(block([4, 4], b""), 2, (4, 3), "b")
+        _chunks(ing, block([4, 4], b""), spec)
     with pytest.raises(InvalidInput):
-        n5meta.parse_block(block([3, 4, 1], b""), 2, (4, 3), "b")
+        _chunks(ing, block([3, 4, 1], b""), spec)
+    with pytest.raises(InvalidInput):
+        _chunks(ing, b"\0\0", spec)
     with pytest.raises(UnsupportedType):
-        n5meta.dataset({**attrs, "dataType": "object"}, "a.json")
-    assert math.prod(spec.block) == 12
+        n5meta.parse(json.dumps({**attrs, "dataType": "object"}).encode(), "a.json")
+    assert math.prod(spec.chunks) == 12

@@ -17,6 +17,7 @@ import pytest
 import zarr_n5_corpus as corpus
 from polyfs.model.catalog import Catalog
 from polyfs.store import open_store
+from polyfs.formats.n5 import spec as n5spec
 from polyfs.formats.n5 import view as n5
 from support import make_ctx, materialize
 
@@ -112,8 +113,8 @@ def _block(root, case, coords) -> tuple[int, tuple, bytes] | None:
     if not path.exists():
         return None
     data = path.read_bytes()
-    mode, dims, n = n5.parse_block_header(data)
-    return mode, dims, data[n:]
+    head = n5spec.parse_block_header(data)
+    return head.mode, head.dims_n5, data[head.size:]
 
 
 @pytest.mark.parametrize("name", ["f64_3d_zstd_be", "i32_4d_blosc_be", "u8_1d_none"])
@@ -202,6 +203,9 @@ def test_listing_and_stat_read_no_chunk_data(domain):
 
 
 def test_header_layout_roundtrip():
-    hdr = n5.block_header((3, 2, 1))
+    hdr = n5spec.block_header((3, 2, 1))
     assert hdr == bytes.fromhex("0000 0003 00000003 00000002 00000001".replace(" ", ""))
-    assert n5.parse_block_header(hdr + b"xyz") == (0, (3, 2, 1), 16)
+    head = n5spec.parse_block_header(hdr + b"xyz")
+    assert (head.mode, head.dims_n5, head.dims, head.size) == (0, (3, 2, 1), (1, 2, 3), 16)
+    with pytest.raises(ValueError):
+        n5spec.parse_block_header(hdr[:10])

@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
+def claims(path: Path) -> bool:
+    """A file with an HDF5 superblock (also after a user block, as in polyglot files)."""
+    return path.is_file() and is_hdf5(path)
+
+
 def is_hdf5(path: Path) -> bool:
     """The superblock signature at 0, 512, 1024, 2048, ... (after a user block)."""
     try:

@@ -1,43 +1,33 @@
-"""What an ``attributes.json`` or block file written through the N5 view asks for.
+"""What tools write into the N5 view: ``attributes.json`` files and block files.
 
+:class:`N5Ingester` implements the write protocol (:mod:`polyfs.writes.protocol`).
 A dataset's ``attributes.json`` carries ``dimensions``/``blockSize`` (fastest
 dimension first: reversed into C order here), ``dataType`` and
 ``compression``; every other key is a user attribute. A block is a
 big-endian header (mode, rank, the block's own extent) and the compressed
-C-order payload; writers such as z5py truncate edge blocks, which
-:func:`parse_block` reports so they can be padded.
+C-order payload; writers such as z5py truncate edge blocks, which are
+reported so they can be padded.
 """
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
-import numpy as np
-
-from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
 from ...errors import InvalidInput, UnsupportedType
-from .source import BLOCK_HEAD, RESERVED, block_dims_layout
 from ...model import types as T
+from ...model.schema import Dataset, Group
+from ...views import hdmf
+from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
+from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
+from . import FORMAT
+from .spec import DATASET_KEYS, META, MODE_DEFAULT, N5_KEYS, RESERVED, compression_of, numpy_dtype, \
+    parse_block_header
 
-_DTYPES = {"uint8": "u1", "uint16": "u2", "uint32": "u4", "uint64": "u8", "int8": "i1", "int16": "i2",
-           "int32": "i4", "int64": "i8", "float32": "f4", "float64": "f8"}
-DATASET_KEYS = ("dimensions", "blockSize", "dataType")
-
-
-@dataclass
-class N5Dataset:
-    shape: tuple[int, ...]  # C order
-    block: tuple[int, ...]  # C order
-    dtype: T.DType  # big-endian
-    filters: tuple[Filter, ...]
-    incoming: Incoming
-    attributes: dict[str, Any]
+HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
 
 
-def _err(where: str, cause: str) -> InvalidInput:
+def _err(where: str, cause: object) -> InvalidInput:
     return InvalidInput(f"{where}: {cause}")
 
 
@@ -51,15 +41,14 @@ def load(data: bytes, where: str) -> dict[str, Any]:
     return attrs
 
 
-def is_dataset(attrs: dict[str, Any]) -> bool:
-    return any(k in attrs for k in DATASET_KEYS)
-
-
 def user_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if k not in RESERVED and k != "n5"}
 
 
-def dataset(attrs: dict[str, Any], where: str) -> N5Dataset:
+def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
+    attrs = load(data, where)
+    if not any(k in attrs for k in DATASET_KEYS):
+        return GroupWrite(user_attributes(attrs))
     missing = [k for k in DATASET_KEYS if k not in attrs]
     if missing:
         raise _err(where, f"dataset attributes lack {', '.join(missing)}")
@@ -68,57 +57,79 @@ def dataset(attrs: dict[str, Any], where: str) -> N5Dataset:
         block = tuple(int(x) for x in reversed(attrs["blockSize"]))
     except (TypeError, ValueError) as exc:
         raise _err(where, f"malformed dimensions/blockSize ({exc})") from None
-    name = attrs["dataType"]
-    if name not in _DTYPES:
-        raise UnsupportedType(f"{where}: dataType {name!r} cannot be written (numeric types can)")
+    npdt = numpy_dtype(attrs["dataType"])
+    if npdt is None:
+        raise UnsupportedType(f"{where}: dataType {attrs['dataType']!r} cannot be written (numeric types can)")
     if not shape or len(block) != len(shape) or any(b <= 0 for b in block) or any(d < 0 for d in shape):
         raise _err(where, f"blockSize {attrs['blockSize']} does not fit dimensions {attrs['dimensions']}")
-    npdt = np.dtype(">" + _DTYPES[name])
-    filters, member = compression(attrs, npdt, block, where)
-    return N5Dataset(shape, block, T.from_numpy(npdt), filters, Incoming(npdt, filters, member),
-                     user_attributes(attrs))
+    try:
+        comp = compression_of(attrs, npdt, block)
+    except ValueError as exc:
+        raise _err(where, exc) from None
+    if comp.filters is None:
+        raise UnsupportedType(f"{where}: compression {comp.kind!r} cannot be written "
+                              f"(raw, gzip, zstd, bzip2, blosc can)")
+    return ArrayWrite(shape, T.from_numpy(npdt), block, comp.filters, Incoming(npdt, comp.filters, comp.gzip_member),
+                      None, user_attributes(attrs), (1,) * len(shape))
 
 
-def compression(attrs: dict, npdt: np.dtype, block: tuple[int, ...], where: str) -> tuple[tuple[Filter, ...], bool]:
-    """(HDF5 filters, payload is a gzip member) of an N5 ``compression``."""
-    comp = attrs.get("compression")
-    if comp is None:
-        comp = {"type": attrs.get("compressionType", "raw")}
-    if not isinstance(comp, dict) or "type" not in comp:
-        raise _err(where, f"malformed compression {comp!r}")
-    kind = comp["type"]
-    if kind == "raw":
-        return (), False
-    if kind == "gzip":
-        level = int(comp.get("level", -1))
-        return (Filter(DEFLATE, (level if 0 <= level <= 9 else 6,)),), not comp.get("useZlib", False)
-    if kind == "zstd":
-        return (Filter(ZSTD, (int(comp.get("level", 3)),)),), False
-    if kind == "bzip2":
-        return (Filter(BZIP2, (int(comp.get("blockSize", 9)),)),), False
-    if kind == "blosc":
-        cname = str(comp.get("cname", "blosclz"))
-        if cname not in BLOSC_CODES:
-            raise UnsupportedType(f"{where}: blosc cname {cname!r} is not supported")
-        return (Filter(BLOSC, (2, 2, npdt.itemsize, math.prod(block) * npdt.itemsize, int(comp.get("clevel", 5)),
-                               int(comp.get("shuffle", 1)), BLOSC_CODES[cname])),), False
-    raise UnsupportedType(f"{where}: compression {kind!r} cannot be written (raw, gzip, zstd, bzip2, blosc can)")
+class N5Ingester:
+    meta_name = META
+    skip_attributes = hdmf.RESERVED + N5_KEYS
+
+    def __init__(self, ctx: ViewContext) -> None:
+        self.ctx = ctx
+
+    def parse_metadata(self, data: bytes, where: str) -> GroupWrite | ArrayWrite:
+        return parse(data, where)
+
+    def shown(self, t: Any, ds: Dataset) -> ArrayWrite:
+        from .view import N5Domain
+
+        where = f"{t.domain}:{t.h5path}"
+        plan = N5Domain(t.model, self.ctx).dataset_plan(ds, t.h5path)
+        if plan is None:
+            raise UnsupportedType(f"{where} is not shown in the N5 view")
+        got = parse(hdmf.dumps(plan.metadata()), where)
+        assert isinstance(got, ArrayWrite)
+        return got
+
+    def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
+        h = hdmf.Hierarchy(t.model, FORMAT.suffix)
+        return hdmf.attributes_json(obj, h.paths, h.where(t.h5path), skip=self.skip_attributes)
+
+    def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
+        if len(rest) != len(decl.shape) or not all(p.isdigit() for p in rest):
+            return None
+        return tuple(int(p) for p in reversed(rest))
+
+    def dir_position(self, rest: list[str], decl: ArrayWrite) -> tuple[list[int], int] | None:
+        if not all(p.isdigit() for p in rest) or len(rest) > len(decl.shape):
+            return None
+        # N5 paths name the fastest dimension first: directory i/j fixes the last dims
+        return [int(p) for p in rest], -1
+
+    def chunks_in(self, src: ByteSource, decl: ArrayWrite, members: dict[int, tuple[int, ...]],
+                  where: str) -> Iterator[WrittenChunk]:
+        size = src.size()
+        if not size or 0 not in members:
+            return
+        head_bytes = src.read(0, min(size, HEADER_PROBE))
+        try:
+            head = parse_block_header(head_bytes)
+        except ValueError as exc:
+            raise _err(where, exc) from None
+        rank = len(decl.shape)
+        if head.mode != MODE_DEFAULT:
+            raise UnsupportedType(f"{where}: block mode {head.mode} (only default-mode blocks can be written)")
+        if len(head.dims_n5) != rank:
+            raise _err(where, f"block header has {len(head.dims_n5)} dimensions, the dataset {rank}")
+        dims = head.dims
+        if any(d > b or d <= 0 for d, b in zip(dims, decl.chunks)):
+            raise _err(where, f"block header dims {list(head.dims_n5)} do not fit blockSize "
+                              f"{list(reversed(decl.chunks))}")
+        yield WrittenChunk(members[0], src.read(head.size, size - head.size), dims)
 
 
-def parse_block(data: bytes, rank: int, block: tuple[int, ...], where: str) -> tuple[tuple[int, ...], bytes]:
-    """(C-order extent of the block, payload); refuses headers that do not fit the dataset."""
-    if len(data) < BLOCK_HEAD.size:
-        raise _err(where, f"block of {len(data)} bytes has no header")
-    head = BLOCK_HEAD.unpack(data)
-    if head["mode"] != 0:
-        raise UnsupportedType(f"{where}: block mode {head['mode']} (only default-mode blocks can be written)")
-    if head["ndim"] != rank:
-        raise _err(where, f"block header has {head['ndim']} dimensions, the dataset {rank}")
-    lay = block_dims_layout(rank)
-    if len(data) < BLOCK_HEAD.size + lay.size:
-        raise _err(where, "block header is truncated")
-    rec = lay.unpack(data, BLOCK_HEAD.size)
-    dims = tuple(int(rec[f"d{i}"]) for i in reversed(range(rank)))
-    if any(d > b or d <= 0 for d, b in zip(dims, block)):
-        raise _err(where, f"block header dims {list(reversed(dims))} do not fit blockSize {list(reversed(block))}")
-    return dims, data[BLOCK_HEAD.size + lay.size:]
+def make_ingester(ctx: ViewContext) -> N5Ingester:
+    return N5Ingester(ctx)

@@ -24,27 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from ...binfmt import Layout
 from ...codecs.pipeline import Pipeline, gzip_to_zlib
-from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
+from ...codecs.registry import DEFLATE, ZSTD, Filter
 from ...errors import CodecError, PolyfsError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
+from .spec import META, RESERVED, compression_of, numpy_dtype, parse_block_header
 from ...importers.common import (ChunkSink, ImportOptions, Progress, padded, set_json_attrs, stored_pipeline_filters, write_decoded, zstd_has_content_size)
 
 log = logging.getLogger(__name__)
-
-BLOCK_HEAD = Layout.of("n5 block header", [("mode", "H"), ("ndim", "H")], ">")
-NUM_ELEMENTS = Layout.of("n5 varlength count", [("num", "I")], ">")
-RESERVED = ("dimensions", "blockSize", "dataType", "compression", "compressionType")
-_DTYPES = {"uint8": "u1", "uint16": "u2", "uint32": "u4", "uint64": "u8", "int8": "i1", "int16": "i2",
-           "int32": "i4", "int64": "i8", "float32": "f4", "float64": "f8"}
-
-
-def block_dims_layout(ndim: int) -> Layout:
-    return Layout.of(f"n5 block dims[{ndim}]", [(f"d{i}", "I") for i in range(ndim)], ">")
-
 
 @dataclass
 class _Plan:
@@ -69,7 +58,7 @@ class N5Importer:
         return SourceError(where, " ".join(str(cause).split()))
 
     def attrs_of(self, node: Path) -> dict:
-        f = node / "attributes.json"
+        f = node / META
         if not f.exists():
             return {}
         try:
@@ -115,53 +104,30 @@ class N5Importer:
                 self._walk(child, g, plans)
 
     # -- datasets ---------------------------------------------------------------------
-    def _compression(self, attrs: dict, where: Path) -> tuple[Filter | None, bool, bool, str]:
-        """(filter to copy, payload is a gzip member, needs tensorstore, type name)."""
-        comp = attrs.get("compression")
-        if comp is None:
-            comp = {"type": attrs.get("compressionType", "raw")}
-        if not isinstance(comp, dict) or "type" not in comp:
-            raise self.err(where / "attributes.json", f"malformed compression {comp!r}")
-        kind = comp["type"]
-        if kind == "raw":
-            return None, False, False, kind
-        if kind == "gzip":
-            level = int(comp.get("level", -1))
-            return Filter(DEFLATE, (level if 0 <= level <= 9 else 6,)), not comp.get("useZlib", False), False, kind
-        if kind == "zstd":
-            return Filter(ZSTD, (int(comp.get("level", 3)),)), False, False, kind
-        if kind == "bzip2":
-            return Filter(BZIP2, (int(comp.get("blockSize", 9)),)), False, False, kind
-        if kind == "blosc":
-            cname = str(comp.get("cname", "blosclz"))
-            if cname not in BLOSC_CODES:
-                return None, False, True, kind
-            return Filter(BLOSC, (2, 2, 0, 0, int(comp.get("clevel", 5)), int(comp.get("shuffle", 1)),
-                                  BLOSC_CODES[cname])), False, False, kind
-        return None, False, True, kind
-
     def _plan(self, where: Path, name: str, attrs: dict, group) -> _Plan:
-        mf = where / "attributes.json"
+        mf = where / META
         try:
             dims = tuple(int(x) for x in reversed(attrs["dimensions"]))
             block = tuple(int(x) for x in reversed(attrs["blockSize"]))
             dtname = attrs["dataType"]
         except (KeyError, TypeError, ValueError) as exc:
             raise self.err(mf, f"malformed dataset attributes: {exc}") from None
-        if dtname not in _DTYPES:
+        npdt = numpy_dtype(dtname)
+        if npdt is None:
             raise self.err(mf, f"dataType {dtname!r} is not supported")
         if not dims:
             raise self.err(mf, "0-d N5 datasets are not supported")
         if len(block) != len(dims) or any(b <= 0 for b in block):
             raise self.err(mf, f"blockSize {attrs['blockSize']} does not fit dimensions {attrs['dimensions']}")
-        npdt = np.dtype(">" + _DTYPES[dtname])
         dtype = T.from_numpy(npdt)
-        filt, member, ts_only, kind = self._compression(attrs, where)
-        if filt is not None:
-            filters = [Filter(BLOSC, (2, 2, npdt.itemsize, math.prod(block) * npdt.itemsize) + filt.cd_values[4:])
-                       ] if filt.id == BLOSC else [filt]
-        else:
-            filters = stored_pipeline_filters(self.opts, dtype, block)
+        try:
+            comp = compression_of(attrs, npdt, block)
+        except ValueError as exc:
+            raise self.err(mf, exc) from None
+        filt = comp.filters[0] if comp.filters else None
+        ts_only = comp.filters is None
+        member = comp.gzip_member
+        filters = list(comp.filters) if comp.filters else stored_pipeline_filters(self.opts, dtype, block)
         ds = self.writer.add_dataset(group, name, dtype, Shape("simple", dims), block, filters)
         set_json_attrs(self.writer, ds, attrs, skip=RESERVED)
         plan = _Plan(where, ds, dims, block, npdt, filt, member, ts_only)
@@ -191,23 +157,14 @@ class N5Importer:
     def parse_block(self, data: bytes, rank: int, where: Path) -> tuple[tuple[int, ...], bytes]:
         """(C-order block dims, payload) of one block file."""
         try:
-            head = BLOCK_HEAD.unpack(data)
-            if head["ndim"] != rank:
-                raise ValueError(f"header has {head['ndim']} dims, the dataset {rank}")
-            lay = block_dims_layout(rank)
-            dims_n5 = lay.unpack(data, BLOCK_HEAD.size)
-            pos = BLOCK_HEAD.size + lay.size
-            dims = tuple(int(dims_n5[f"d{i}"]) for i in reversed(range(rank)))
-            if head["mode"] == 1:
-                num = NUM_ELEMENTS.unpack(data, pos)["num"]
-                pos += NUM_ELEMENTS.size
-                if num != math.prod(dims):
-                    raise ValueError("varlength blocks are not supported")
-            elif head["mode"] != 0:
-                raise ValueError(f"block mode {head['mode']} is not supported")
+            head = parse_block_header(data)
+            if len(head.dims_n5) != rank:
+                raise ValueError(f"header has {len(head.dims_n5)} dims, the dataset {rank}")
+            if head.num_elements is not None and head.num_elements != math.prod(head.dims):
+                raise ValueError("varlength blocks are not supported")
         except ValueError as exc:
             raise self.err(where, f"bad N5 block header: {exc}") from None
-        return dims, data[pos:]
+        return head.dims, data[head.size:]
 
     def _write(self, plan: _Plan, bar: Progress) -> None:
         if not all(plan.dims):
@@ -261,6 +218,11 @@ class N5Importer:
                 raise self.err(plan.path, f"tensorstore cannot decode a block ({exc})") from None
 
         write_decoded(self.writer, plan.ds, read, coords, skip_fill=False, progress=bar)
+
+
+def claims(path: Path) -> bool:
+    """A directory with an ``attributes.json`` (an N5 container or dataset)."""
+    return path.is_dir() and (path / META).is_file()
 
 
 def import_into(path: Path, writer: DomainWriter, opts: ImportOptions) -> None:

@@ -45,13 +45,11 @@ import gzip
 import logging
 import math
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from ...binfmt import Layout
-from ...codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
 from ...model import values
 from ...model.editor import is_implicit
 from ...model.schema import Dataset, Group
@@ -61,15 +59,12 @@ from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT
+from .spec import META, N5_KEYS, N5_VERSION, block_header, compression_for, data_type_name
 from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
 
 log = logging.getLogger(__name__)
 
 SUFFIX = FORMAT.suffix
-META = "attributes.json"
-N5_VERSION = "4.0.0"
-MODE_DEFAULT = 0
-N5_KEYS = ("n5", "dimensions", "blockSize", "dataType", "compression")
 SKIP_ATTRS = hdmf.RESERVED + N5_KEYS
 # per-axis attributes N5 readers interpret (tensorstore rejects other shapes)
 AXIS_ATTRS = {
@@ -78,33 +73,6 @@ AXIS_ATTRS = {
     "resolution": lambda v, n: isinstance(v, list) and len(v) == n
     and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
 }
-DATA_TYPES = {("u", 1): "uint8", ("u", 2): "uint16", ("u", 4): "uint32", ("u", 8): "uint64",
-              ("i", 1): "int8", ("i", 2): "int16", ("i", 4): "int32", ("i", 8): "int64",
-              ("f", 4): "float32", ("f", 8): "float64", ("b", 1): "uint8"}
-
-
-@lru_cache(maxsize=None)
-def block_header_layout(ndim: int) -> Layout:
-    """The default-mode block header for ``ndim`` dimensions (big-endian)."""
-    return Layout.of(f"n5 block header ({ndim}-D)",
-                     [("mode", "H", MODE_DEFAULT), ("ndim", "H", ndim)] + [(f"dim{i}", "I") for i in range(ndim)],
-                     ">")
-
-
-def block_header(block_dims_n5: tuple[int, ...]) -> bytes:
-    """Header of a block whose dims are given in N5 order (fastest first)."""
-    lay = block_header_layout(len(block_dims_n5))
-    return lay.pack({f"dim{i}": int(d) for i, d in enumerate(block_dims_n5)})
-
-
-def parse_block_header(buf: bytes) -> tuple[int, tuple[int, ...], int]:
-    """(mode, dims in N5 order, header size) of a block (for tests and ingest)."""
-    ndim = int.from_bytes(buf[2:4], "big")
-    lay = block_header_layout(ndim)
-    rec = lay.unpack(buf)
-    return rec["mode"], tuple(rec[f"dim{i}"] for i in range(ndim)), lay.size
-
-
 # -- what a dataset becomes ---------------------------------------------------------------
 def element_type(t: Any) -> tuple[np.dtype, tuple[int, ...]] | None:
     """(stored numpy element dtype, extra trailing dims) of an N5-able type, else None."""
@@ -118,23 +86,9 @@ def element_type(t: Any) -> tuple[np.dtype, tuple[int, ...]] | None:
     elif not isinstance(t, (IntType, FloatType)):
         return None
     dt = t.numpy()
-    if (dt.kind, dt.itemsize) not in DATA_TYPES:
+    if data_type_name(dt) is None:
         return None
     return dt, inner
-
-
-def compression_for(pipe: Any) -> dict | None:
-    """The N5 ``compression`` that reads the stored bytes as they are (None: cannot)."""
-    if pipe.is_identity:
-        return {"type": "raw"}
-    if len(pipe.filters) != 1:
-        return None
-    f = pipe.filters[0]
-    if f.id == DEFLATE:
-        return {"type": "gzip", "level": f.level if f.level is not None else 6}
-    if f.id in (ZSTD, BLOSC, BZIP2):
-        return f.spec.n5(f)
-    return None
 
 
 def encode_block(compression: dict, raw: bytes, dtype: np.dtype) -> bytes:
@@ -190,7 +144,7 @@ class DatasetPlan:
 
     @property
     def data_type(self) -> str:
-        return DATA_TYPES[(self.dtype.kind, self.dtype.itemsize)]
+        return data_type_name(self.dtype)  # type: ignore[return-value]
 
     @cached_property
     def recipe_compression(self) -> tuple[cs.Recipe, dict]:

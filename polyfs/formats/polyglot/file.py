@@ -61,7 +61,7 @@ from ..hdf5.dtypes import same_bytes
 from ..hdf5.single import SingleDatasetFile
 from ..tiff import image as tiff
 from ..tiff.tiles import tiff_code, zero_copy, zero_copy_tiles
-from ..zarr import view as zarr3
+from ..zarr.spec import DEFAULT_INDEX, shard_index_bytes
 
 USER_BLOCK = 512  # HDF5 user block: the TIFF header lives in it
 
@@ -129,7 +129,7 @@ def plan_file(ds: Dataset, parent: Group | None, name: str, title: str, idx: Chu
     h5 = SingleDatasetFile(ds, pipe, idx.linear, name=name, user_block=USER_BLOCK)
     fill = tiles.fill_tile if bool(np.any(tiles.rel < 0)) else b""
     nentries = ds.nchunks
-    index_len = nentries * zarr3.INDEX_ENTRY.itemsize + zarr3.INDEX_CRC.size
+    index_len = DEFAULT_INDEX.nbytes(nentries)
     tiff_at = -(-h5.data_start // 8) * 8  # IFDs: 2-aligned (classic), 8 (BigTIFF)
     for big in ((False, True) if bigtiff is None else (bigtiff,)):
         meta_len = tiff.tiff_metadata_size(image, big)
@@ -149,7 +149,7 @@ def plan_file(ds: Dataset, parent: Group | None, name: str, title: str, idx: Chu
     assert len(tiff_meta) == meta_len
     head = tiff.tiff_header(image, big, first_ifd=tiff_at)
     h5meta = h5.render_segments(offsets, sizes, end)  # a big chunk B-tree is packed on first read
-    index = zarr3.shard_index_bytes(nentries, idx.linear, offsets, sizes)
+    index = shard_index_bytes(nentries, idx.linear, offsets, sizes)
     vf = VFile([Literal(head.ljust(USER_BLOCK, b"\0")), *h5meta, Zeros(tiff_at - h5.data_start),
                 Literal(tiff_meta), Literal(fill), *tiles.segments, Literal(index)])
     assert vf.size == end + index_len

@@ -26,6 +26,7 @@ from ...vfile import VFile
 from ...views import hdmf
 from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
 from ..zarr import view as zarr3
+from ..zarr.spec import CHUNK_DIR, META
 from .file import _candidate, shared_file, why_not
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,8 @@ class _DatasetFiles:
         node: Node = FileNode("0", self.vfile, self.mtime)
         for _ in range(self.ds.rank - 1):
             node = DirNode("0", {"0": node}, self.mtime)
-        return {zarr3.META: literal_file(zarr3.META, hdmf.dumps(meta), self.mtime),
-                zarr3.CHUNK_DIR: DirNode(zarr3.CHUNK_DIR, {"0": node}, self.mtime)}
+        return {META: literal_file(META, hdmf.dumps(meta), self.mtime),
+                CHUNK_DIR: DirNode(CHUNK_DIR, {"0": node}, self.mtime)}
 
 
 class _LazyZarrDomain:

@@ -50,6 +50,17 @@ def is_tiff_header(head: bytes) -> bool:
     return head[:4] in HEADERS
 
 
+def claims(path: Path) -> bool:
+    """A file starting with a TIFF or BigTIFF header, either byte order."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            return is_tiff_header(f.read(4))
+    except OSError as exc:
+        raise SourceError(path, exc.strerror or exc) from None
+
+
 @dataclass
 class _Geometry:
     """Where a page's chunks sit: the canonical 5-D page shape of tifffile

@@ -21,90 +21,24 @@ import json
 import logging
 import math
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ...codecs.pipeline import gzip_to_zlib, strip_crc32c
-from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter
+from ...codecs.registry import DEFLATE
 from ...errors import CodecError, PolyfsError, SourceError
 from ...model import types as T
-from ...model import values
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs, stored_pipeline_filters, write_decoded, zstd_has_content_size)
+from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs,
+                                 stored_pipeline_filters, write_decoded, zstd_has_content_size)
+from .spec import (ARRAY_TO_BYTES, META, MISSING, Chain, KeyEncoding, ShardIndex, bytes_codecs, fill_json,
+                   is_real_transpose, numpy_dtype, per_shard)
 
 log = logging.getLogger(__name__)
-
-DTYPES = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "i2", "uint16": "u2", "int32": "i4",
-           "uint32": "u4", "int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8",
-           "complex64": "c8", "complex128": "c16"}
-_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
-EMPTY = 2 ** 64 - 1
-
-
-@dataclass
-class _Chain:
-    """How stored chunk bytes become the canonical chunk bytes."""
-
-    filters: list[Filter] = field(default_factory=list)
-    strip_crc32c: bool = False
-    gzip: bool = False  # the last filter is a gzip member: splice to zlib
-    zstd: bool = False  # the last filter is zstd: frames need their content size
-    reason: str = ""  # why the chain cannot be copied ("" = it can)
-
-    def copyable(self, raw_ok: bool) -> bool:
-        """Copy when there is a compressor, or no filter at all and ``raw_ok`` (--codec none)."""
-        if self.reason:
-            return False
-        return any(f.spec.compressor for f in self.filters) or (raw_ok and not self.filters)
-
-
-def bytes_codecs(codecs: list[dict], itemsize: int) -> _Chain:
-    """Map a chain of bytes-to-bytes codecs onto HDF5 filters (write order)."""
-    chain = _Chain()
-    for i, c in enumerate(codecs):
-        name = c.get("name", "")
-        cfg = c.get("configuration") or {}
-        last = i == len(codecs) - 1
-        if name == "crc32c":
-            if not last:
-                return _Chain(reason="crc32c before another codec")
-            chain.strip_crc32c = True
-            continue
-        if chain.gzip:
-            return _Chain(reason=f"{name} after gzip")
-        if name in ("gzip", "numcodecs.gzip"):
-            chain.filters.append(Filter(DEFLATE, (int(cfg.get("level", 6)) if int(cfg.get("level", 6)) >= 0 else 6,)))
-            chain.gzip = True
-        elif name == "numcodecs.zlib":
-            chain.filters.append(Filter(DEFLATE, (int(cfg.get("level", 6)),)))
-        elif name in ("zstd", "numcodecs.zstd"):
-            chain.filters.append(Filter(ZSTD, (int(cfg.get("level", 3)),)))
-            chain.zstd = True
-        elif name in ("blosc", "numcodecs.blosc"):
-            shuffle = cfg.get("shuffle", 1)
-            shuffle = _SHUFFLES.get(shuffle, 1) if isinstance(shuffle, str) else int(shuffle)
-            cname = str(cfg.get("cname", "lz4"))
-            if cname not in BLOSC_CODES:
-                return _Chain(reason=f"blosc cname {cname}")
-            typesize = int(cfg.get("typesize") or itemsize)
-            chain.filters.append(Filter(BLOSC, (2, 2, typesize, 0, int(cfg.get("clevel", 5)), shuffle,
-                                                BLOSC_CODES[cname])))
-        elif name in ("numcodecs.bz2", "bz2"):
-            chain.filters.append(Filter(BZIP2, (int(cfg.get("level", 9)),)))
-        elif name == "numcodecs.shuffle":
-            chain.filters.append(Filter(SHUFFLE, (int(cfg.get("elementsize", itemsize)),)))
-        elif name == "numcodecs.fletcher32":
-            chain.filters.append(Filter(FLETCHER32, ()))
-        else:
-            return _Chain(reason=f"codec {name!r}")
-        if name not in ("zstd", "numcodecs.zstd"):
-            chain.zstd = False  # zstd is no longer the outermost encoding
-    return chain
-
 
 @dataclass
 class _ArrayPlan:
@@ -114,10 +48,10 @@ class _ArrayPlan:
     shape: tuple[int, ...]
     dtype: T.DType  # as stored in the source chunks
     chunks: tuple[int, ...]  # canonical chunk shape (inner chunks if sharded)
-    chain: _Chain | None  # None: decode with zarr-python
+    chain: Chain | None  # None: decode with zarr-python
     sharding: dict | None = None
     shard_shape: tuple[int, ...] = ()
-    key_of: Callable[[tuple[int, ...]], str] | None = None
+    keys: KeyEncoding = KeyEncoding()
     fill: Any = None
     nchunks: int = 0
 
@@ -132,7 +66,7 @@ class ZarrImporter:
         return SourceError(where, " ".join(str(cause).split()))
 
     def load_meta(self, node: Path) -> dict:
-        f = node / "zarr.json"
+        f = node / META
         try:
             text = f.read_bytes()
         except OSError as exc:
@@ -175,12 +109,12 @@ class ZarrImporter:
     def _attrs(self, obj, meta: dict, node: Path) -> None:
         attrs = meta.get("attributes") or {}
         if not isinstance(attrs, dict):
-            raise self.err(node / "zarr.json", "attributes is not a JSON object")
+            raise self.err(node / META, "attributes is not a JSON object")
         set_json_attrs(self.writer, obj, attrs)
 
     def _walk(self, node: Path, group, plans: list[_ArrayPlan]) -> None:
         for child in sorted(p for p in node.iterdir() if p.is_dir()):
-            if not (child / "zarr.json").is_file():
+            if not (child / META).is_file():
                 continue
             meta = self.load_meta(child)
             if meta["node_type"] == "group":
@@ -193,9 +127,8 @@ class ZarrImporter:
     # -- arrays -----------------------------------------------------------------------------
     def _dtype(self, meta: dict, endian: str, where: Path) -> T.DType:
         dt = meta.get("data_type")
-        if isinstance(dt, str) and dt in DTYPES:
-            code = DTYPES[dt]
-            npdt = np.dtype(code if code.startswith("|") else ("<" if endian == "little" else ">") + code)
+        npdt = numpy_dtype(dt, endian)
+        if npdt is not None:
             return dtype_from_numpy(npdt)
         if isinstance(dt, str) and dt.startswith("r") and dt[1:].isdigit() and int(dt[1:]) % 8 == 0:
             return T.OpaqueType(int(dt[1:]) // 8)
@@ -206,7 +139,7 @@ class ZarrImporter:
         try:  # an extension type: ask zarr-python what numpy makes of it
             return dtype_from_numpy(self._zarr_array(where).dtype)
         except (PolyfsError, TypeError, ValueError) as exc:
-            raise self.err(where / "zarr.json", f"data_type {dt!r} is not supported ({exc})") from None
+            raise self.err(where / META, f"data_type {dt!r} is not supported ({exc})") from None
 
     def _zarr_array(self, where: Path):
         import zarr
@@ -218,7 +151,7 @@ class ZarrImporter:
             raise self.err(where, f"zarr-python cannot open the array ({type(exc).__name__}: {exc})") from None
 
     def _plan_array(self, where: Path, name: str, meta: dict, group) -> _ArrayPlan:
-        mf = where / "zarr.json"
+        mf = where / META
         try:
             shape = tuple(int(x) for x in meta["shape"])
             grid = meta["chunk_grid"]
@@ -231,8 +164,7 @@ class ZarrImporter:
         if len(outer) != len(shape):
             raise self.err(mf, f"chunk_shape {list(outer)} does not match shape {list(shape)}")
         endian, chain, sharding, chunks = "little", None, None, outer
-        ab = [i for i, c in enumerate(codecs) if c.get("name") in ("bytes", "sharding_indexed", "vlen-utf8",
-                                                                    "vlen-bytes", "endian")]
+        ab = [i for i, c in enumerate(codecs) if c.get("name") in ARRAY_TO_BYTES + ("sharding_indexed",)]
         aa = codecs[:ab[0]] if ab else codecs
         if meta.get("storage_transformers"):
             chain = None
@@ -263,8 +195,11 @@ class ZarrImporter:
         copy = chain is not None and chain.copyable(not self.opts.encoding.filters)
         plan = _ArrayPlan(where, name, meta, shape, dtype, chunks, chain if copy else None,
                           sharding if copy else None, outer)
-        plan.key_of = key_encoder(meta.get("chunk_key_encoding") or {"name": "default"}, mf, self.err)
-        plan.fill = fill_json(meta.get("fill_value"), dtype, mf, self.err)
+        try:
+            plan.keys = KeyEncoding.from_json(meta.get("chunk_key_encoding"))
+            plan.fill = fill_json(meta.get("fill_value"), dtype)
+        except ValueError as exc:
+            raise self.err(mf, exc) from None
         stored = dtype if plan.chain is not None else (dtype if dtype.is_vlen else big_endian(dtype))
         filters = plan.chain.filters if plan.chain is not None else stored_pipeline_filters(
             self.opts, stored, chunks if shape else ())
@@ -314,7 +249,7 @@ class ZarrImporter:
     def _chunk_files(self, plan: _ArrayPlan):
         grid = tuple(-(-s // c) for s, c in zip(plan.shape, plan.shard_shape))
         for coords in np.ndindex(*grid) if grid else [()]:
-            f = plan.path / plan.key_of(tuple(int(c) for c in coords))
+            f = plan.path / plan.keys.key(tuple(int(c) for c in coords))
             if f.is_file():
                 yield tuple(int(c) for c in coords), f
 
@@ -336,37 +271,23 @@ class ZarrImporter:
         return data, crc
 
     def _write_sharded(self, plan: _ArrayPlan, ds, sink: ChunkSink, bar: Progress) -> None:
-        cfg = plan.sharding
-        per = tuple(o // c for o, c in zip(plan.shard_shape, plan.chunks))
+        per = per_shard(plan.shard_shape, plan.chunks)
         n = math.prod(per)
-        index_codecs = list(cfg.get("index_codecs") or [{"name": "bytes", "configuration": {"endian": "little"}},
-                                                         {"name": "crc32c"}])
-        idx_endian = "<"
-        idx_crc = False
-        for c in index_codecs:
-            if c.get("name") == "bytes":
-                idx_endian = ">" if (c.get("configuration") or {}).get("endian") == "big" else "<"
-            elif c.get("name") == "crc32c":
-                idx_crc = True
-            else:
-                raise self.err(plan.path / "zarr.json", f"shard index codec {c.get('name')!r} is not supported")
-        isize = 16 * n + (4 if idx_crc else 0)
-        at_start = cfg.get("index_location", "end") == "start"
+        try:
+            index = ShardIndex.from_config(plan.sharding or {})
+        except ValueError as exc:
+            raise self.err(plan.path / META, exc) from None
         grid = ds.grid
         for shard, f in self._chunk_files(plan):
             blob = f.read_bytes()
-            if len(blob) < isize:
-                raise self.err(f, f"shard of {len(blob)} bytes is shorter than its index ({isize} bytes)")
-            raw_index = blob[:isize] if at_start else blob[-isize:]
-            if idx_crc:
-                try:
-                    raw_index = strip_crc32c(raw_index)
-                except CodecError as exc:
-                    raise self.err(f, f"shard index: {exc}") from None
-            entries = np.frombuffer(raw_index, dtype=f"{idx_endian}u8").reshape(n, 2)
+            try:
+                start, length = index.region(len(blob), n)
+                entries = index.decode(blob[start:start + length], n)
+            except (ValueError, CodecError) as exc:
+                raise self.err(f, exc) from None
             for local in range(n):
                 off, nb = (int(x) for x in entries[local])
-                if off == EMPTY and nb == EMPTY:
+                if off == MISSING and nb == MISSING:
                     continue
                 inner = np.unravel_index(local, per)
                 coords = tuple(int(s) * p + int(i) for s, p, i in zip(shard, per, inner))
@@ -378,60 +299,15 @@ class ZarrImporter:
                 bar(1)
 
 
-def is_real_transpose(codec: dict, rank: int) -> bool:
-    if codec.get("name") != "transpose":
-        return True  # an unknown array-to-array codec: decode with zarr-python
-    order = (codec.get("configuration") or {}).get("order")
-    return list(order or []) != list(range(rank))
-
-
-def key_encoder(enc: dict, where: Path, err) -> Callable[[tuple[int, ...]], str]:
-    name = enc.get("name", "default")
-    sep = (enc.get("configuration") or {}).get("separator")
-    if name == "default":
-        sep = sep or "/"
-        return lambda c: "c" + "".join(sep + str(i) for i in c) if c else "c"
-    if name == "v2":
-        sep = sep or "."
-        return lambda c: sep.join(str(i) for i in c) if c else "0"
-    raise err(where, f"chunk_key_encoding {name!r} is not supported")
-
-
-def fill_json(fill: Any, dtype: T.DType, where: Path, err) -> Any:
-    """The Zarr fill value as the dataset's HSDS ``fillValue`` (None = zeros)."""
-    if fill is None:
-        return None
-    base = T.resolved(dtype)
-    try:
-        if isinstance(base, T.CompoundType) and len(base.fields) == 2 and isinstance(fill, list):
-            parts = [_float_fill(x, base.fields[0][1]) for x in fill]
-            return None if all(p == 0 and not np.signbit(p) for p in parts) else parts
-        if isinstance(base, T.FloatType):
-            v = _float_fill(fill, base)
-            return None if v == 0 and not np.signbit(v) else v
-        if isinstance(base, T.EnumType) and base.is_bool:
-            return True if fill else None
-        if isinstance(base, T.IntType):
-            v = int(fill, 16) if isinstance(fill, str) and fill.startswith("0x") else int(fill)
-            return None if v == 0 else v
-        if isinstance(base, T.OpaqueType):
-            b = bytes(int(x) for x in fill) if isinstance(fill, list) else b""
-            return None if not any(b) else values.element_to_json(base, b)
-        if isinstance(base, T.StringType):
-            return fill if fill else None
-    except (TypeError, ValueError) as exc:
-        raise err(where, f"fill_value {fill!r} does not fit {base}: {exc}") from None
-    return None
-
-
-def _float_fill(v: Any, t: T.DType) -> float:
-    if isinstance(v, str):
-        if v.startswith("0x"):
-            size = t.itemsize
-            raw = int(v, 16).to_bytes(size, "big")
-            return float(np.frombuffer(raw, dtype=f">f{size}")[0])
-        return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(v, v))
-    return float(v)
+def claims(path: Path) -> bool:
+    """A directory with a ``zarr.json`` (Zarr v3); a Zarr v2 hierarchy is named and refused."""
+    if not path.is_dir():
+        return False
+    if (path / META).is_file():
+        return True
+    if (path / ".zgroup").exists() or (path / ".zarray").exists():
+        raise SourceError(path, "a Zarr v2 hierarchy (only Zarr v3, with zarr.json, is supported)")
+    return False
 
 
 def import_into(path: Path, writer: DomainWriter, opts: ImportOptions) -> None:

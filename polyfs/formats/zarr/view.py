@@ -66,7 +66,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from ...binfmt import Layout
@@ -81,19 +80,14 @@ from ...model.types import resolved
 from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
-from . import FORMAT
+from . import FORMAT, spec
+from .spec import CHUNK_DIR, DEFAULT_INDEX, META, shard_index_bytes
 from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
 
 log = logging.getLogger(__name__)
 
 SUFFIX = FORMAT.suffix
-META = "zarr.json"
-CHUNK_DIR = "c"
-MISSING = 2 ** 64 - 1
-INDEX_ENTRY = np.dtype([("offset", "<u8"), ("nbytes", "<u8")])  # sharding_indexed, bytes little
-INDEX_CRC = Layout.of("shard index crc32c", [("crc", "I")], "<")
 VLEN_COUNT = Layout.of("vlen-utf8 element count", [("count", "I")], "<")
-INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
 
 
 # -- geometry ------------------------------------------------------------------------
@@ -118,15 +112,6 @@ def shard_factors(grid: tuple[int, ...], chunks: tuple[int, ...], max_chunks: in
         k[best] = min(2 * k[best], grid[best])
 
 
-def shard_index_bytes(nentries: int, positions: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
-    """The encoded shard index: (offset, nbytes) per inner chunk, C order, then its CRC32C."""
-    table = np.full(nentries, MISSING, dtype=INDEX_ENTRY)
-    table["offset"][positions] = offsets
-    table["nbytes"][positions] = lengths
-    raw = table.tobytes()
-    return raw + INDEX_CRC.pack(crc=crc32c.crc32c(raw))
-
-
 # -- codecs and recipes -----------------------------------------------------------------
 def vlen_count(n: int) -> bytes:
     return VLEN_COUNT.pack(count=n)
@@ -142,7 +127,7 @@ def vlen_utf8(items: list[bytes]) -> bytes:
 
 
 def filter_codecs(pipe: Pipeline) -> list[dict]:
-    return [f.spec.zarr(f, pipe.itemsize) for f in pipe.filters]
+    return spec.filter_codecs(pipe.filters, pipe.itemsize)
 
 
 def plain_bytes_codec(zt: hdmf.ZarrType) -> dict:
@@ -283,7 +268,7 @@ class ArrayPlan:
             outer = tuple(k * c for k, c in zip(self.factors, self.chunk_shape))
             codecs = [{"name": "sharding_indexed", "configuration": {
                 "chunk_shape": list(self.chunk_shape), "codecs": codecs,
-                "index_codecs": INDEX_CODECS, "index_location": "end"}}]
+                "index_codecs": spec.INDEX_CODECS, "index_location": "end"}}]
         else:
             outer = self.chunk_shape
         meta: dict[str, Any] = {
@@ -322,7 +307,7 @@ class ArrayPlan:
         starts = np.searchsorted(lay.flin, lay.files)
         sizes = np.add.reduceat(lengths, starts)
         if self.use_shards:
-            sizes = sizes + INDEX_ENTRY.itemsize * math.prod(self.factors) + INDEX_CRC.size
+            sizes = sizes + DEFAULT_INDEX.nbytes(math.prod(self.factors))
         return sizes
 
     def chunk_entries(self) -> dict[str, Node]:

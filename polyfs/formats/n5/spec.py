@@ -1,0 +1,144 @@
+"""N5 4.0.0 spelled once: the block header, ``dataType`` names, ``compression`` objects.
+
+Used in both directions: the view packs headers and writes ``compression``
+for stored filters; the ingester and the importer parse headers and map a
+``compression`` onto HDF5 filters. Pure: no I/O. Errors are ``ValueError``
+with the cause; callers add where it happened. N5 lists dimensions fastest
+first; everything here takes and returns C order unless a name says ``n5``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ...binfmt import Layout
+from ...codecs.pipeline import Pipeline
+from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
+
+META = "attributes.json"
+N5_VERSION = "4.0.0"
+MODE_DEFAULT = 0
+MODE_VARLENGTH = 1
+# keys of a dataset's attributes.json that are not user attributes
+DATASET_KEYS = ("dimensions", "blockSize", "dataType")
+RESERVED = DATASET_KEYS + ("compression", "compressionType")
+N5_KEYS = ("n5",) + DATASET_KEYS + ("compression",)
+
+# dataType name <-> big-endian numpy dtype
+DATA_TYPES = {"uint8": ">u1", "uint16": ">u2", "uint32": ">u4", "uint64": ">u8", "int8": ">i1", "int16": ">i2",
+              "int32": ">i4", "int64": ">i8", "float32": ">f4", "float64": ">f8"}
+_NAME_OF = {(np.dtype(v).kind, np.dtype(v).itemsize): k for k, v in DATA_TYPES.items()}
+_NAME_OF[("b", 1)] = "uint8"
+
+BLOCK_HEAD = Layout.of("n5 block header", [("mode", "H"), ("ndim", "H")], ">")
+NUM_ELEMENTS = Layout.of("n5 varlength count", [("num", "I")], ">")
+
+
+def data_type_name(dt: np.dtype) -> str | None:
+    """The N5 ``dataType`` of a numpy element type (bool as uint8), or None."""
+    return _NAME_OF.get((dt.kind, dt.itemsize))
+
+
+def numpy_dtype(name: Any) -> np.dtype | None:
+    return np.dtype(DATA_TYPES[name]) if isinstance(name, str) and name in DATA_TYPES else None
+
+
+@lru_cache(maxsize=None)
+def block_dims_layout(ndim: int) -> Layout:
+    return Layout.of(f"n5 block dims[{ndim}]", [(f"d{i}", "I") for i in range(ndim)], ">")
+
+
+def block_header(block_dims_n5: tuple[int, ...]) -> bytes:
+    """Header of a default-mode block whose dims are given in N5 order (fastest first)."""
+    n = len(block_dims_n5)
+    return BLOCK_HEAD.pack(mode=MODE_DEFAULT, ndim=n) + \
+        block_dims_layout(n).pack({f"d{i}": int(d) for i, d in enumerate(block_dims_n5)})
+
+
+@dataclass(frozen=True)
+class BlockHeader:
+    mode: int
+    dims_n5: tuple[int, ...]  # the block's own extent, fastest first
+    size: int  # header bytes before the payload
+    num_elements: int | None = None  # varlength mode only
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return tuple(reversed(self.dims_n5))
+
+
+def parse_block_header(buf: bytes | memoryview) -> BlockHeader:
+    """The header at the start of a block file; ValueError if truncated or of an unknown mode."""
+    if len(buf) < BLOCK_HEAD.size:
+        raise ValueError(f"block of {len(buf)} bytes has no header")
+    head = BLOCK_HEAD.unpack(buf)
+    ndim = head["ndim"]
+    lay = block_dims_layout(ndim)
+    if len(buf) < BLOCK_HEAD.size + lay.size:
+        raise ValueError("block header is truncated")
+    rec = lay.unpack(buf, BLOCK_HEAD.size)
+    dims = tuple(int(rec[f"d{i}"]) for i in range(ndim))
+    size = BLOCK_HEAD.size + lay.size
+    if head["mode"] == MODE_VARLENGTH:
+        num = NUM_ELEMENTS.unpack(buf, size)["num"]
+        return BlockHeader(head["mode"], dims, size + NUM_ELEMENTS.size, num)
+    if head["mode"] != MODE_DEFAULT:
+        raise ValueError(f"block mode {head['mode']} is not supported")
+    return BlockHeader(head["mode"], dims, size)
+
+
+# -- compression <-> HDF5 filters -------------------------------------------------------------
+@dataclass(frozen=True)
+class Compression:
+    """An N5 ``compression`` as HDF5 filters. ``gzip_member``: the payload is a gzip member
+    (not ``useZlib``); ``filters`` None: no filter in polyfs's table reads it."""
+
+    kind: str
+    filters: tuple[Filter, ...] | None
+    gzip_member: bool = False
+
+
+def compression_of(attrs: dict, npdt: np.dtype, block: tuple[int, ...]) -> Compression:
+    """The compression a dataset's ``attributes.json`` declares."""
+    comp = attrs.get("compression")
+    if comp is None:
+        comp = {"type": attrs.get("compressionType", "raw")}
+    if not isinstance(comp, dict) or "type" not in comp:
+        raise ValueError(f"malformed compression {comp!r}")
+    kind = comp["type"]
+    if kind == "raw":
+        return Compression(kind, ())
+    if kind == "gzip":
+        level = int(comp.get("level", -1))
+        return Compression(kind, (Filter(DEFLATE, (level if 0 <= level <= 9 else 6,)),),
+                           not comp.get("useZlib", False))
+    if kind == "zstd":
+        return Compression(kind, (Filter(ZSTD, (int(comp.get("level", 3)),)),))
+    if kind == "bzip2":
+        return Compression(kind, (Filter(BZIP2, (int(comp.get("blockSize", 9)),)),))
+    if kind == "blosc":
+        cname = str(comp.get("cname", "blosclz"))
+        if cname not in BLOSC_CODES:
+            return Compression(kind, None)
+        return Compression(kind, (Filter(BLOSC, (2, 2, npdt.itemsize, math.prod(block) * npdt.itemsize,
+                                                 int(comp.get("clevel", 5)), int(comp.get("shuffle", 1)),
+                                                 BLOSC_CODES[cname])),))
+    return Compression(kind, None)
+
+
+def compression_for(pipe: Pipeline) -> dict | None:
+    """The N5 ``compression`` that reads bytes stored under ``pipe`` as they are (None: none does)."""
+    if pipe.is_identity:
+        return {"type": "raw"}
+    if len(pipe.filters) != 1:
+        return None
+    f = pipe.filters[0]
+    if f.id == DEFLATE:
+        return {"type": "gzip", "level": f.level if f.level is not None else 6}
+    if f.id in (ZSTD, BLOSC, BZIP2):
+        return f.spec.n5(f)
+    return None

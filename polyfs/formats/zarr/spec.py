@@ -1,0 +1,274 @@
+"""Zarr v3 spelled once: data types, codec chains, chunk keys, fill values, the shard index.
+
+Every other module of this package (the view that writes ``zarr.json`` and
+shards, the ingester that reads what tools wrote, the importer that reads
+Zarr directories) uses these declarations in both directions, so the view and
+its readers of written files can never disagree. Pure: no I/O. Errors are
+``ValueError`` with a cause; callers add where it happened.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import crc32c
+import numpy as np
+
+from ...binfmt import Layout
+from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, FLETCHER32, SHUFFLE, ZSTD, Filter
+from ...errors import CodecError
+from ...model import types as T
+from ...model import values
+
+META = "zarr.json"
+CHUNK_DIR = "c"
+
+# data_type name -> numpy code without byte order ("|" codes have none)
+DTYPES = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "i2", "uint16": "u2", "int32": "i4",
+          "uint32": "u4", "int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8",
+          "complex64": "c8", "complex128": "c16"}
+ARRAY_TO_BYTES = ("bytes", "endian", "vlen-utf8", "vlen-bytes")
+_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+
+def numpy_dtype(data_type: Any, endian: str) -> np.dtype | None:
+    """The numpy dtype of a core numeric ``data_type`` under a ``bytes`` codec's endian."""
+    if not isinstance(data_type, str) or data_type not in DTYPES:
+        return None
+    code = DTYPES[data_type]
+    return np.dtype(code if code.startswith("|") else (">" if endian == "big" else "<") + code)
+
+
+# -- the shard index (sharding_indexed) ----------------------------------------------------
+MISSING = 2 ** 64 - 1  # offset and nbytes of an absent inner chunk
+INDEX_ENTRY = np.dtype([("offset", "<u8"), ("nbytes", "<u8")])
+INDEX_CRC = Layout.of("shard index crc32c", [("crc", "I")], "<")
+INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+
+
+@dataclass(frozen=True)
+class ShardIndex:
+    """How a shard's index is encoded and where it sits (``index_codecs``, ``index_location``)."""
+
+    at_start: bool = False
+    crc32c: bool = True
+    big: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "ShardIndex":
+        at_start = cfg.get("index_location", "end") == "start"
+        crc, big = False, False
+        for c in cfg.get("index_codecs") or INDEX_CODECS:
+            if c.get("name") == "bytes":
+                big = (c.get("configuration") or {}).get("endian") == "big"
+            elif c.get("name") == "crc32c":
+                crc = True
+            else:
+                raise ValueError(f"shard index codec {c.get('name')!r} is not supported")
+        return cls(at_start, crc, big)
+
+    def nbytes(self, nentries: int) -> int:
+        return INDEX_ENTRY.itemsize * nentries + (INDEX_CRC.size if self.crc32c else 0)
+
+    def region(self, file_size: int, nentries: int) -> tuple[int, int]:
+        """(start, length) of the index in a shard file of ``file_size`` bytes."""
+        n = self.nbytes(nentries)
+        if file_size < n:
+            raise ValueError(f"shard of {file_size} bytes is shorter than its index ({n} bytes)")
+        return (0 if self.at_start else file_size - n), n
+
+    def encode(self, table: np.ndarray) -> bytes:
+        """``table``: (n, 2) offsets and lengths, :data:`MISSING` for absent chunks."""
+        raw = np.ascontiguousarray(table, dtype=">u8" if self.big else "<u8").tobytes()
+        return raw + INDEX_CRC.pack(crc=crc32c.crc32c(raw)) if self.crc32c else raw
+
+    def decode(self, raw: bytes, nentries: int) -> np.ndarray:
+        """(n, 2) uint64 offsets and lengths; a wrong checksum is a CodecError."""
+        if self.crc32c:
+            body, tail = raw[:-INDEX_CRC.size], raw[-INDEX_CRC.size:]
+            if INDEX_CRC.unpack(tail)["crc"] != crc32c.crc32c(body):
+                raise CodecError("shard index crc32c checksum mismatch")
+            raw = body
+        return np.frombuffer(raw, dtype=">u8" if self.big else "<u8").reshape(nentries, 2)
+
+
+DEFAULT_INDEX = ShardIndex()
+
+
+def index_table(nentries: int, positions: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    table = np.full((nentries, 2), MISSING, dtype=np.uint64)
+    table[positions, 0] = offsets
+    table[positions, 1] = lengths
+    return table
+
+
+def shard_index_bytes(nentries: int, positions: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
+    """The index polyfs writes: little-endian (offset, nbytes) per inner chunk, C order, then CRC32C."""
+    return DEFAULT_INDEX.encode(index_table(nentries, positions, offsets, lengths))
+
+
+# -- chunk keys ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KeyEncoding:
+    name: str = "default"
+    separator: str = "/"
+
+    @classmethod
+    def from_json(cls, enc: dict | None) -> "KeyEncoding":
+        enc = enc or {"name": "default"}
+        name = enc.get("name", "default")
+        sep = (enc.get("configuration") or {}).get("separator")
+        if name not in ("default", "v2"):
+            raise ValueError(f"chunk_key_encoding {name!r} is not supported")
+        sep = sep or ("/" if name == "default" else ".")
+        if sep not in ("/", "."):
+            raise ValueError(f"chunk key separator {sep!r}")
+        return cls(name, sep)
+
+    def key(self, coords: tuple[int, ...]) -> str:
+        if self.name == "default":
+            return "c" + "".join(self.separator + str(i) for i in coords) if coords else "c"
+        return self.separator.join(str(i) for i in coords) if coords else "0"
+
+    def position(self, rel: list[str], rank: int) -> tuple[int, ...] | None:
+        """Chunk-file grid coordinates of a path below the array (``["c", "0", "1"]``), or None."""
+        if not rel:
+            return None
+        parts = rel if self.separator == "/" else (rel[0].split(".") if len(rel) == 1 else [])
+        if self.name == "default":
+            if not parts or parts[0] != "c":
+                return None
+            parts = parts[1:]
+        if len(parts) != rank or not all(p.isdigit() for p in parts):
+            return None
+        return tuple(int(p) for p in parts)
+
+
+# -- codec chains ------------------------------------------------------------------------------
+@dataclass
+class Chain:
+    """A chain of bytes-to-bytes codecs as HDF5 filters (write order)."""
+
+    filters: list[Filter] = field(default_factory=list)
+    strip_crc32c: bool = False
+    gzip: bool = False  # the last filter is a gzip member: splice to zlib
+    zstd: bool = False  # the last filter is zstd: frames need their content size
+    reason: str = ""  # why the chain has no HDF5 form ("" = it has one)
+
+    def copyable(self, raw_ok: bool) -> bool:
+        """Copy when there is a compressor, or no filter at all and ``raw_ok`` (--codec none)."""
+        if self.reason:
+            return False
+        return any(f.spec.compressor for f in self.filters) or (raw_ok and not self.filters)
+
+
+def bytes_codecs(codecs: list[dict], itemsize: int) -> Chain:
+    """Map a chain of bytes-to-bytes codecs onto HDF5 filters (write order)."""
+    chain = Chain()
+    for i, c in enumerate(codecs):
+        name = c.get("name", "")
+        cfg = c.get("configuration") or {}
+        if name == "crc32c":
+            if i != len(codecs) - 1:
+                return Chain(reason="crc32c before another codec")
+            chain.strip_crc32c = True
+            continue
+        if chain.gzip:
+            return Chain(reason=f"{name} after gzip")
+        if name in ("gzip", "numcodecs.gzip"):
+            level = int(cfg.get("level", 6))
+            chain.filters.append(Filter(DEFLATE, (level if level >= 0 else 6,)))
+            chain.gzip = True
+        elif name == "numcodecs.zlib":
+            chain.filters.append(Filter(DEFLATE, (int(cfg.get("level", 6)),)))
+        elif name in ("zstd", "numcodecs.zstd"):
+            chain.filters.append(Filter(ZSTD, (int(cfg.get("level", 3)),)))
+            chain.zstd = True
+        elif name in ("blosc", "numcodecs.blosc"):
+            shuffle = cfg.get("shuffle", 1)
+            shuffle = _SHUFFLES.get(shuffle, 1) if isinstance(shuffle, str) else int(shuffle)
+            cname = str(cfg.get("cname", "lz4"))
+            if cname not in BLOSC_CODES:
+                return Chain(reason=f"blosc cname {cname}")
+            typesize = int(cfg.get("typesize") or itemsize)
+            chain.filters.append(Filter(BLOSC, (2, 2, typesize, 0, int(cfg.get("clevel", 5)), shuffle,
+                                                BLOSC_CODES[cname])))
+        elif name in ("numcodecs.bz2", "bz2"):
+            chain.filters.append(Filter(BZIP2, (int(cfg.get("level", 9)),)))
+        elif name == "numcodecs.shuffle":
+            chain.filters.append(Filter(SHUFFLE, (int(cfg.get("elementsize", itemsize)),)))
+        elif name == "numcodecs.fletcher32":
+            chain.filters.append(Filter(FLETCHER32, ()))
+        else:
+            return Chain(reason=f"codec {name!r}")
+        if name not in ("zstd", "numcodecs.zstd"):
+            chain.zstd = False  # zstd is no longer the outermost encoding
+    return chain
+
+
+def filter_codecs(filters: tuple[Filter, ...] | list[Filter], itemsize: int) -> list[dict]:
+    """The bytes-to-bytes codecs that read chunks encoded by ``filters`` (the other direction)."""
+    return [f.spec.zarr(f, itemsize) for f in filters]
+
+
+def is_real_transpose(codec: dict, rank: int) -> bool:
+    """An array-to-array codec that changes the bytes (an identity transpose does not)."""
+    if codec.get("name") != "transpose":
+        return True  # an unknown array-to-array codec
+    order = (codec.get("configuration") or {}).get("order")
+    return list(order or []) != list(range(rank))
+
+
+def array_to_bytes_at(codecs: list[dict]) -> int | None:
+    """Index of the array-to-bytes codec of a chain, or None."""
+    for i, c in enumerate(codecs):
+        if c.get("name") in ARRAY_TO_BYTES:
+            return i
+    return None
+
+
+# -- fill values -------------------------------------------------------------------------------
+def fill_json(fill: Any, dtype: T.DType) -> Any:
+    """A Zarr ``fill_value`` as the dataset's HSDS ``fillValue`` (None = zeros); ValueError if it
+    does not fit the type."""
+    if fill is None:
+        return None
+    base = T.resolved(dtype)
+    try:
+        if isinstance(base, T.CompoundType) and len(base.fields) == 2 and isinstance(fill, list):
+            parts = [_float_fill(x, base.fields[0][1]) for x in fill]
+            return None if all(p == 0 and not np.signbit(p) for p in parts) else parts
+        if isinstance(base, T.FloatType):
+            v = _float_fill(fill, base)
+            return None if v == 0 and not np.signbit(v) else v
+        if isinstance(base, T.EnumType) and base.is_bool:
+            return True if fill else None
+        if isinstance(base, T.IntType):
+            v = int(fill, 16) if isinstance(fill, str) and fill.startswith("0x") else int(fill)
+            return None if v == 0 else v
+        if isinstance(base, T.OpaqueType):
+            b = bytes(int(x) for x in fill) if isinstance(fill, list) else b""
+            return None if not any(b) else values.element_to_json(base, b)
+        if isinstance(base, T.StringType):
+            return fill if fill else None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"fill_value {fill!r} does not fit {base}: {exc}") from None
+    return None
+
+
+def _float_fill(v: Any, t: T.DType) -> float:
+    if isinstance(v, str):
+        if v.startswith("0x"):
+            raw = int(v, 16).to_bytes(t.itemsize, "big")
+            return float(np.frombuffer(raw, dtype=f">f{t.itemsize}")[0])
+        return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(v, v))
+    return float(v)
+
+
+def per_shard(outer: tuple[int, ...], inner: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(o // c for o, c in zip(outer, inner))
+
+
+def nentries(outer: tuple[int, ...], inner: tuple[int, ...]) -> int:
+    return math.prod(per_shard(outer, inner))

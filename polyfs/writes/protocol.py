@@ -1,0 +1,111 @@
+"""The one write protocol: what a format's ingester tells the format-free write service.
+
+A writable view's package provides ``ingest.make_ingester(ctx)`` returning an
+:class:`Ingester`. The ingester only *reads*: it parses a written metadata
+file into a :class:`GroupWrite` or :class:`ArrayWrite`, says which chunks a
+chunk file covers, and splits a chunk file's bytes into encoded chunks. The
+service (service.py) decides what that means for the store (create, resize,
+attribute diff, chunk merge) and commits it; nothing outside the format's
+package knows its file names, headers or codec spellings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
+
+import numpy as np
+
+from ..codecs.registry import Filter
+from ..model import types as T
+from .chunkin import Incoming
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.schema import Dataset, Group
+    from .router import Target
+
+
+class ByteSource(Protocol):
+    """The bytes of a flushed file, read piecewise (a file being written: base + dirty extents)."""
+
+    def size(self) -> int: ...
+
+    def read(self, off: int, n: int) -> bytes: ...
+
+
+@dataclass
+class GroupWrite:
+    """A group's metadata as written: its user attributes (JSON)."""
+
+    attributes: dict[str, Any]
+
+
+@dataclass
+class ArrayWrite:
+    """An array's metadata as written (or as the view shows it), in canonical terms."""
+
+    shape: tuple[int, ...]
+    dtype: T.DType  # the element type as written (byte order of the writer's encoding)
+    chunks: tuple[int, ...]  # canonical (inner) chunk shape
+    filters: tuple[Filter, ...]  # HDF5 filters of the written encoding
+    incoming: Incoming  # how one written chunk is encoded
+    fill: Any
+    attributes: dict[str, Any]
+    per_file: tuple[int, ...]  # chunks per chunk file along each dimension (shards; 1s unsharded)
+    dimension_names: list[str | None] | None = None
+    hints: dict[str, Any] = field(default_factory=dict)  # how the view should lay the array out
+    layout: Any = None  # the format's own file layout (key encoding, shard index codec)
+
+
+@dataclass(frozen=True)
+class WrittenChunk:
+    """One encoded chunk found in a chunk file. ``dims``: the block's own extent when a writer
+    sends less than a full chunk (N5 edge blocks), else None."""
+
+    coords: tuple[int, ...]
+    data: bytes
+    dims: tuple[int, ...] | None = None
+
+
+class Ingester(Protocol):
+    """A writable view's reading of what tools write into it (pure: no store writes)."""
+
+    meta_name: str  # the metadata file of a group or array ("zarr.json", "attributes.json")
+    skip_attributes: tuple[str, ...]  # attribute names the view writes itself (not user attributes)
+
+    def parse_metadata(self, data: bytes, where: str) -> GroupWrite | ArrayWrite:
+        """A written metadata file; InvalidInput/UnsupportedType naming the cause."""
+        ...
+
+    def shown(self, t: "Target", ds: "Dataset") -> ArrayWrite:
+        """The array as this view shows it now (what chunk files written later are read as)."""
+        ...
+
+    def shown_attributes(self, t: "Target", obj: "Group | Dataset") -> dict[str, Any]:
+        """The user attributes this view shows for ``obj`` (a rewrite is diffed against them)."""
+        ...
+
+    def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
+        """Chunk-file grid coordinates of a path below an array, or None if it is no chunk file."""
+        ...
+
+    def chunks_in(self, src: ByteSource, decl: ArrayWrite, members: dict[int, tuple[int, ...]],
+                  where: str) -> Iterator[WrittenChunk]:
+        """The chunks a flushed chunk file holds; ``members`` maps the file's local (C-order)
+        chunk number to grid coordinates (chunks outside the grid are absent). Reads ``src``
+        piecewise: a chunk at a time, never the whole file."""
+        ...
+
+    def dir_position(self, rest: list[str], decl: ArrayWrite) -> tuple[list[int], int] | None:
+        """For a directory below an array (``c/0`` in Zarr, ``3/1`` in N5): the leading
+        chunk-file coordinates it fixes and the first dimension it fixes, or None."""
+        ...
+
+
+def file_members(pos: tuple[int, ...], per: tuple[int, ...], grid: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+    """Local C-order number -> grid coordinates of the chunks a chunk file at ``pos`` covers."""
+    out = {}
+    for local, lc in enumerate(np.ndindex(*per)):
+        coords = tuple(p * k + i for p, k, i in zip(pos, per, lc))
+        if all(c < g for c, g in zip(coords, grid)):
+            out[local] = coords
+    return out
