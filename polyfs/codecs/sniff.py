@@ -49,3 +49,12 @@ def blosc_filter_from_header(head: bytes, size: int | None = None, clevel: int =
     if h is None:
         return None
     return Filter(BLOSC, (2, 2, h["typesize"], h["nbytes"], clevel, h["shuffle"], h["compcode"]))
+
+
+def zstd_has_content_size(frame: bytes) -> bool:
+    """True if a zstd frame header carries the decoded size (numcodecs and the
+    HDF5 zstd filter need it; streamed frames lack it and must be re-encoded)."""
+    if len(frame) < 5 or frame[:4] != b"\x28\xb5\x2f\xfd":
+        return False
+    desc = frame[4]
+    return (desc >> 6) != 0 or bool(desc & 0x20)

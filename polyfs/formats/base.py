@@ -10,6 +10,7 @@ importer (h5py, tifffile), a daemon never imports the writers it lacks.
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -59,3 +60,15 @@ class Format:
 
     def ingester_factory(self) -> Callable[..., Any]:
         return self._module("ingest").make_ingester  # type: ignore[no-any-return]
+
+
+def json_object(data: bytes) -> dict[str, Any]:
+    """A metadata file's JSON object (every JSON-metadata format reads them so);
+    ValueError naming what is wrong."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    return obj

@@ -200,6 +200,7 @@ class PendingFile(FileNode):
         self.dirty = False
         self.opens = 0
         self.base_time = base_time
+        self.writer = 0  # the process (thread group) that opened it for writing
         self.lock = threading.Lock()
         self.budget = budget
         self.base = base
@@ -419,6 +420,7 @@ class PendingFile(FileNode):
         """An independent file with the same bytes (link(2)): shares the base, copies the
         pages (to memory while the budget has room, else straight to the clone's scratch)."""
         c = PendingFile(path, self.ingest, self.base_time, self.budget, self.base)
+        c.writer = self.writer
         with self.lock, c.lock:  # c is unpublished: only a spiller could want its lock
             self._check()
             c._size, c._base_limit, c.dirty, c.mtime = self._size, self._base_limit, self.dirty, self.mtime

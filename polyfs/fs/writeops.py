@@ -161,6 +161,7 @@ class WriteOps:
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
             base = ViewFile(self.reader, entry.node.vfile())  # read on demand, never copied whole
         pending = PendingFile(path, self.service.is_ingestible(path), base_time, self.budget, base)
+        pending.writer = self.process_of(pid)
         if flags & os.O_TRUNC:
             pending.dirty = True  # an emptied file is a change even if nothing is written
         pending.opens = 1
@@ -189,7 +190,7 @@ class WriteOps:
         if not pending.dirty or not (pending.ingest or path is not None):
             return
         try:
-            self.service.ingest(target, pending, pending.base_time)
+            self.service.ingest(target, pending, pending.base_time, pending.writer)
         except Exception:
             pending.dirty = False  # refused: the writer hears it from this flush, not again at release
             raise
@@ -222,6 +223,7 @@ class WriteOps:
             ingest = await self._thread(self.service.is_ingestible, path)
             pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
                                   self.budget)
+            pending.writer = self.process_of(ctx.pid)
             pending.dirty = True
             self.overlay.add_file(pending)
             entry = self.inodes.remember(path, pending)
@@ -387,6 +389,7 @@ class WriteOps:
         copy = await self._thread(node.clone, dst)
         copy.ingest, copy.dirty = True, True
         copy.base_time = self._read_at.get((self.process_of(ctx.pid), dst), node.base_time)
+        copy.writer = self.process_of(ctx.pid)
         try:
             await self._thread(self._ingest, copy)
         finally:

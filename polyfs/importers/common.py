@@ -10,7 +10,6 @@ with an :class:`Encoding`: big-endian, deflate by default.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import sys
@@ -18,16 +17,19 @@ import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from ..codecs.filterspec import parse_filter_spec
+from ..formats.base import json_object
 from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, SHUFFLE, ZSTD, Filter
 from ..errors import CodecError, InvalidInput, PolyfsError, SourceError, UnknownFilter
 from ..model import types as T
 from ..model import values
-from ..model.schema import Dataset, Shape
+from ..model.schema import Dataset
+from ..model.jsonattrs import json_attribute
 from ..model.writer import DomainWriter
 
 TARGET_CHUNK_BYTES = 1 << 20  # decoded size the chunk-shape rule aims at
@@ -174,68 +176,11 @@ def chunks_for(shape: Sequence[int], itemsize: int, requested: tuple[int, ...] |
 
 
 # -- model types of plain numpy dtypes ------------------------------------------
-def dtype_from_numpy(dt: np.dtype) -> T.DType:
-    """The HDF5 type of a numpy dtype; complex numbers become h5py's ``{r, i}`` compound."""
-    dt = np.dtype(dt)
-    if dt.kind == "c":
-        half = T.FloatType(dt.itemsize // 2, ">" if dt.byteorder == ">" else "<")
-        return T.CompoundType((("r", half), ("i", half)))
-    if dt.names:
-        return T.CompoundType(tuple((n, dtype_from_numpy(dt.fields[n][0])) for n in dt.names))
-    if dt.subdtype is not None:
-        base, shape = dt.subdtype
-        return T.ArrayType(dtype_from_numpy(base), tuple(shape))
-    return T.from_numpy(dt)
-
-
 def big_endian(t: T.DType) -> T.DType:
     """``t`` in big-endian order (committed types keep theirs: they are shared)."""
     if isinstance(t, T.Committed):
         return t
     return t.with_order(">")
-
-
-# -- JSON attributes (Zarr, N5) -> HDF5 attributes ------------------------------
-VL_UTF8 = T.StringType(None, "utf8", "nullterm")
-INT64 = T.IntType(8, True, "<")
-UINT64 = T.IntType(8, False, "<")
-FLOAT64 = T.FloatType(8, "<")
-
-
-def json_attribute(value: Any) -> tuple[T.DType, Shape, Any]:
-    """(type, shape, JSON value) for an attribute given as JSON.
-
-    bool -> bool enum, int -> int64 (uint64 beyond), float -> float64, str -> VL
-    UTF-8 string, a non-empty flat list of one of those kinds -> a 1-D array of
-    it (ints and floats mixed -> float64); anything else (objects, nested or
-    mixed lists, null, empty lists) -> its JSON text as a VL UTF-8 string.
-    """
-    scalar = _json_scalar_type(value)
-    if scalar is not None:
-        return scalar, Shape("scalar"), value
-    if isinstance(value, list) and value and not any(isinstance(v, (list, dict)) for v in value):
-        kinds = {_json_scalar_type(v) for v in value}
-        if len(kinds) == 1 and None not in kinds:
-            return kinds.pop(), Shape("simple", (len(value),)), value
-        if kinds <= {INT64, UINT64, FLOAT64}:
-            return FLOAT64, Shape("simple", (len(value),)), [float(v) for v in value]
-    return VL_UTF8, Shape("scalar"), json.dumps(value, allow_nan=True)
-
-
-def _json_scalar_type(v: Any) -> T.DType | None:
-    if isinstance(v, bool):
-        return T.BOOL
-    if isinstance(v, int):
-        if -(2 ** 63) <= v < 2 ** 63:
-            return INT64
-        if 0 <= v < 2 ** 64:
-            return UINT64
-        return None
-    if isinstance(v, float):
-        return FLOAT64
-    if isinstance(v, str):
-        return VL_UTF8
-    return None
 
 
 def set_json_attrs(writer: DomainWriter, obj, attrs: dict[str, Any], skip: Iterable[str] = ()) -> None:
@@ -420,6 +365,16 @@ def _only_fill(ds: Dataset, block: np.ndarray) -> bool:
     return raw == fill * (len(raw) // max(1, len(fill)))
 
 
+def read_json_object(f: Path) -> dict[str, Any]:
+    """A source's metadata file as a JSON object; SourceError naming the file otherwise."""
+    try:
+        return json_object(f.read_bytes())
+    except OSError as exc:
+        raise SourceError(f, exc.strerror or exc) from None
+    except ValueError as exc:
+        raise SourceError(f, exc) from None
+
+
 def source_error(path: object, exc: BaseException, what: str = "") -> SourceError:
     """A SourceError from any exception a reader library raised."""
     if isinstance(exc, SourceError):
@@ -443,15 +398,6 @@ def stored_pipeline_filters(opts: ImportOptions, dtype: T.DType, chunks: Sequenc
     if not chunks:
         return []
     return opts.encoding.filters_for(dtype, chunks)
-
-
-def zstd_has_content_size(frame: bytes) -> bool:
-    """True if a zstd frame header carries the decoded size (numcodecs and the
-    HDF5 zstd filter need it; streamed frames lack it and must be re-encoded)."""
-    if len(frame) < 5 or frame[:4] != b"\x28\xb5\x2f\xfd":
-        return False
-    desc = frame[4]
-    return (desc >> 6) != 0 or bool(desc & 0x20)
 
 
 def complex_as_pairs(arr: np.ndarray) -> np.ndarray:

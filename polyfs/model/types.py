@@ -403,3 +403,17 @@ def from_numpy(dt: np.dtype, charset: str = "ascii") -> DType:
     if dt.kind in "OT":
         return StringType(None, "utf8", "nullterm")
     raise UnsupportedType(f"numpy dtype {dt} has no HDF5 equivalent here")
+
+
+def from_numpy_any(dt: np.dtype) -> DType:
+    """The HDF5 type of a numpy dtype; complex numbers become h5py's ``{r, i}`` compound."""
+    dt = np.dtype(dt)
+    if dt.kind == "c":
+        half = FloatType(dt.itemsize // 2, ">" if dt.byteorder == ">" else "<")
+        return CompoundType((("r", half), ("i", half)))
+    if dt.names:
+        return CompoundType(tuple((n, from_numpy_any(dt.fields[n][0])) for n in dt.names))
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        return ArrayType(from_numpy_any(base), tuple(shape))
+    return from_numpy(dt)

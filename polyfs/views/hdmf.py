@@ -52,6 +52,7 @@ from ..model.schema import Attribute, Dataset, Group, Link
 from ..model.tree import DomainModel, Entry
 from ..model.types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType,
                            ReferenceType, StringType, VlenType, has_reference, resolved)
+from .base import DirNode, Node, literal_file
 from .root import domain_stem
 
 log = logging.getLogger(__name__)
@@ -412,6 +413,50 @@ class Hierarchy:
 
     def where(self, path: str) -> str:
         return f"{self.model.path}:{path}"
+
+    # -- the directory tree (one directory per group and array, each with its metadata file) --
+    meta_name = ""  # the metadata file of a group or array directory (set by the view)
+
+    def group_metadata(self, group: Group, path: str) -> dict[str, Any] | None:
+        """A group's metadata file as JSON; None: hidden (an implicit group)."""
+        raise NotImplementedError
+
+    def plan(self, ds: Dataset, path: str) -> Any:
+        """The view's plan of one array (``metadata()``, ``file_entries()``); None: not shown."""
+        raise NotImplementedError
+
+    def group_node(self, name: str, group: Group, path: str) -> DirNode:
+        def load() -> dict[str, Node]:
+            meta = self.group_metadata(group, path)
+            out: dict[str, Node] = {} if meta is None else {
+                self.meta_name: literal_file(self.meta_name, dumps(meta), group.last_modified or None)}
+            for child, entry in self.children.get(path, []):
+                if child == self.meta_name:
+                    log.warning("%s is named like the view's metadata file; not shown", self.where(entry.path))
+                    continue
+                node = self.node(child, entry)
+                if node is not None:
+                    out[child] = node
+            return out
+
+        return DirNode(name, load, group.last_modified or None)
+
+    def node(self, name: str, entry: Entry) -> Node | None:
+        if isinstance(entry.obj, Group):
+            return self.group_node(name, entry.obj, entry.path)
+        ds = entry.obj
+        assert isinstance(ds, Dataset)
+        plan = self.plan(ds, entry.path)
+        if plan is None:
+            return None
+
+        def load() -> dict[str, Node]:
+            out: dict[str, Node] = {self.meta_name: literal_file(self.meta_name, dumps(plan.metadata()),
+                                                                 ds.last_modified or None)}
+            out.update(plan.file_entries())
+            return out
+
+        return DirNode(name, load, ds.last_modified or None)
 
     def group_attributes(self, group: Group, path: str, skip: tuple[str, ...] = RESERVED) -> dict[str, Any]:
         attrs = attributes_json(group, self.paths, self.where(path), skip=skip)

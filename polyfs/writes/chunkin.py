@@ -19,7 +19,7 @@ import numpy as np
 from ..codecs.pipeline import Pipeline, gzip_to_zlib, strip_crc32c
 from ..codecs.registry import BLOSC, DEFLATE, SHUFFLE, ZSTD, Filter
 from ..errors import CodecError, InvalidInput
-from ..importers.common import zstd_has_content_size
+from ..codecs.sniff import zstd_has_content_size
 from ..model import values
 from ..model.schema import Dataset
 

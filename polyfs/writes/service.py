@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import numpy as np
 
 from ..errors import AlreadyExists, InvalidInput, NotEmpty, NotFound, NotPermitted, PolyfsError
-from ..importers.common import json_attribute
+from ..model.jsonattrs import json_attribute
 from ..model.changes import ObjectChange
 from ..model.editor import DomainEditor
 from ..model.schema import Attribute, Dataset, Group, now
@@ -86,11 +86,14 @@ class WriteService:
         self.editor = DomainEditor(ctx.catalog)
         self.router = router
         self._ingesters: dict[str, Ingester] = {}
-        self._declared: dict[tuple[str, str], ArrayWrite] = {}  # (view, dataset id) -> as a writer declared it
+        # (writer process, view, dataset id) -> the array as that process declared it: its chunk
+        # files are encoded as its own zarr.json said; every other process writes what the view shows
+        self._declared: dict[tuple[int, str, str], ArrayWrite] = {}
         self._file_locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
-        self._superseded: OrderedDict[str, list[tuple[bytes, float]]] = OrderedDict()
-        self._written_at: OrderedDict[str, float] = OrderedDict()
+        # chunk key -> versions replaced through this mount: (digest, when, by which process)
+        self._superseded: OrderedDict[str, list[tuple[bytes, float, int]]] = OrderedDict()
+        self._written_at: OrderedDict[str, tuple[float, int]] = OrderedDict()  # key -> (when, by whom)
         self._pool = ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="polyfs-encode")
 
     # -- classification ----------------------------------------------------------------
@@ -215,30 +218,30 @@ class WriteService:
                                                  implicit=True if t.h5path != "/" else None))
 
     # -- files ---------------------------------------------------------------------------
-    def ingest(self, path: str, src: ByteSource, base_time: float) -> None:
-        """Apply a whole file written at ``path``; ``base_time`` is when the writer last
-        read it (or opened it for writing)."""
+    def ingest(self, path: str, src: ByteSource, base_time: float, writer: int = 0) -> None:
+        """Apply a whole file written at ``path`` by process ``writer``; ``base_time`` is when
+        the writer last read it (or opened it for writing)."""
         t = self.route(path)
         if t.domain is None or not t.rest:
             raise NotPermitted(f"{path}: only metadata and chunk files can be written here")
         ing = self.ingester(t)
         if t.rest == [ing.meta_name]:
-            self._metadata(t, ing, ing.parse_metadata(src.read(0, src.size()), path), path)
+            self._metadata(t, ing, ing.parse_metadata(src.read(0, src.size()), path), path, writer)
             return
         if not isinstance(t.obj, Dataset):
             raise NotPermitted(f"{path}: not a chunk file of an array")
-        cf = self._chunk_file(t)
+        cf = self._chunk_file(t, writer=writer)
         if cf is None:
             raise NotPermitted(f"{path}: not a chunk file of {t.domain}:{t.h5path}")
         with self._lock_for(cf.lock_key):
-            self._chunks(cf, ing, src, path, base_time)
+            self._chunks(cf, ing, src, path, base_time, writer)
 
     def _lock_for(self, key: tuple) -> threading.Lock:
         with self._guard:
             return self._file_locks.setdefault(key, threading.Lock())
 
     # -- metadata ------------------------------------------------------------------------
-    def _metadata(self, t: Target, ing: Ingester, meta: GroupWrite | ArrayWrite, where: str) -> None:
+    def _metadata(self, t: Target, ing: Ingester, meta: GroupWrite | ArrayWrite, where: str, writer: int) -> None:
         obj = t.obj
         assert obj is not None and t.domain is not None
         if isinstance(meta, GroupWrite):
@@ -250,17 +253,21 @@ class WriteService:
             return
         if isinstance(obj, Group):
             ds = self._replace_group(t, where, meta)
-            self._declared[(t.view.name, ds.id)] = meta
+            self._declare(writer, t, ds.id, meta)
             return
         assert isinstance(obj, Dataset)
         self._check_same_array(obj, meta, where)
-        change = self._attr_change(obj, meta.attributes, ing.shown_attributes(t, obj))
+        written = dict(meta.attributes)
+        names = meta.dimension_names
+        if names and any(d is not None for d in names) and "_ARRAY_DIMENSIONS" not in written:
+            written["_ARRAY_DIMENSIONS"] = [d or "" for d in names]  # kept as the dataset's attribute
+        change = self._attr_change(obj, written, ing.shown_attributes(t, obj))
         if meta.shape != obj.shape.array_shape:
             change.resize = meta.shape
         if meta.hints and obj.creation_properties.get("polyfs") != meta.hints:
             change.view_hints = meta.hints
         self.editor.apply(t.domain, change)
-        self._declared[(t.view.name, obj.id)] = meta
+        self._declare(writer, t, obj.id, meta)
 
     def _replace_group(self, t: Target, where: str, meta: ArrayWrite) -> Dataset:
         """An array's metadata written into a group directory: the (empty) group becomes the array."""
@@ -310,19 +317,26 @@ class WriteService:
         return ObjectChange(obj.id, self._typed(changed, None), removed)
 
     # -- chunk files -----------------------------------------------------------------------
-    def _forget(self, ds_id: str) -> None:
-        for key in [k for k in self._declared if k[1] == ds_id]:
-            self._declared.pop(key, None)
+    def _declare(self, writer: int, t: Target, ds_id: str, meta: ArrayWrite) -> None:
+        with self._guard:
+            if len(self._declared) > 65536:
+                self._declared.clear()  # a cache: without it, writers get what the view shows
+            self._declared[(writer, t.view.name, ds_id)] = meta
 
-    def _declared_for(self, t: Target, ds: Dataset) -> ArrayWrite:
-        got = self._declared.get((t.view.name, ds.id))
+    def _forget(self, ds_id: str) -> None:
+        with self._guard:
+            for key in [k for k in self._declared if k[2] == ds_id]:
+                self._declared.pop(key, None)
+
+    def _declared_for(self, t: Target, ds: Dataset, writer: int | None = None) -> ArrayWrite:
+        got = self._declared.get((writer, t.view.name, ds.id)) if writer is not None else None
         return got if got is not None else self.ingester(t).shown(t, ds)
 
-    def _chunk_file(self, t: Target, probe: bool = False) -> ChunkFile | None:
+    def _chunk_file(self, t: Target, probe: bool = False, writer: int | None = None) -> ChunkFile | None:
         ds = t.obj
         assert isinstance(ds, Dataset) and t.domain is not None
         try:
-            decl = self._declared_for(t, ds)
+            decl = self._declared_for(t, ds, writer)
         except PolyfsError:
             if probe:
                 return None
@@ -337,7 +351,10 @@ class WriteService:
             raise InvalidInput(f"{'/'.join(t.rest)} lies outside the array's extent {list(ds.shape.array_shape)}")
         return ChunkFile(t.domain, ds, decl, file_members(pos, decl.per_file, grid), (ds.id, pos))
 
-    def _chunks(self, cf: ChunkFile, ing: Ingester, src: ByteSource, where: str, base_time: float) -> None:
+    def _chunks(self, cf: ChunkFile, ing: Ingester, src: ByteSource, where: str, base_time: float,
+                writer: int) -> None:
+        """Merge a chunk file into the store. Another process's changes made after this writer's
+        ``base_time`` win over what it left untouched; its own earlier writes do not."""
         ds = cf.ds
         stored_pipe = self.catalog.pipeline(ds)
         idx = self.catalog.chunk_index(ds)
@@ -357,7 +374,8 @@ class WriteService:
                 return w.coords, (new, None)
             if new == old:
                 return w.coords, None
-            if any(d == _digest(new) and at > base_time for d, at in self._superseded.get(key, ())):
+            if any(d == _digest(new) and at > base_time and who != writer
+                   for d, at, who in self._superseded.get(key, ())):
                 log.info("%s: chunk %s is a stale copy of a replaced version; kept the newer one",
                          where, list(w.coords))
                 return w.coords, None
@@ -374,7 +392,8 @@ class WriteService:
             if coords in present:
                 continue
             key = idx.key_of(coords)
-            if idx.size_of(idx.linear_of(coords)) >= 0 and self._written_at.get(key, 0.0) <= base_time:
+            at, who = self._written_at.get(key, (0.0, writer))
+            if idx.size_of(idx.linear_of(coords)) >= 0 and (at <= base_time or who == writer):
                 deletes.append(coords)
         if not puts and not deletes:
             return
@@ -384,9 +403,9 @@ class WriteService:
         self.editor.put_chunks(cf.domain, ds, [(c, b) for c, b, _ in puts], deletes)
         stamp = time.time()
         for coords, _, old in puts:
-            self._remember(idx.key_of(coords), stamp, old)
+            self._remember(idx.key_of(coords), stamp, old, writer)
         for coords in deletes:
-            self._remember(idx.key_of(coords), stamp, None)
+            self._remember(idx.key_of(coords), stamp, None, writer)
 
     def _stored(self, key: str) -> bytes | None:
         try:
@@ -394,16 +413,16 @@ class WriteService:
         except PolyfsError:
             return None
 
-    def _remember(self, key: str, stamp: float, replaced: bytes | None) -> None:
+    def _remember(self, key: str, stamp: float, replaced: bytes | None, writer: int) -> None:
         """``key`` was written at ``stamp``, replacing the version ``replaced``."""
         with self._guard:
-            self._written_at[key] = stamp
+            self._written_at[key] = (stamp, writer)
             self._written_at.move_to_end(key)
             while len(self._written_at) > HISTORY * 4:
                 self._written_at.popitem(last=False)
             if replaced is not None:
                 hist = self._superseded.setdefault(key, [])
-                hist.append((replaced, stamp))
+                hist.append((replaced, stamp, writer))
                 del hist[:-8]
                 self._superseded.move_to_end(key)
                 while len(self._superseded) > HISTORY:

@@ -16,14 +16,13 @@ import io
 import itertools
 import json
 import logging
-import math
 import os
 import time
 
 import numpy as np
 import pytest
 
-from writeharness import (FS, FsError, ZarrLayout, copy_tree, decode_shard, encode_shard, n5_attrs, n5_block,
+from writeharness import (FS, ZarrLayout, copy_tree, decode_shard, encode_shard, n5_attrs, n5_block,
                           n5_header, n5_user_attrs, read_n5_array, read_zarr_array, unique_store_url,
                           zarr_array_meta, zarr_group_meta)
 from polyfs.store import open_store
@@ -337,10 +336,6 @@ def test_zarr_rewrite_array_zarr_json_applies_attribute_changes(zfs):
     assert {k: fs.read_file(f"zarr/t.zarr/a/{k}") for k in snap_chunks} == snap_chunks
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "polyfs drops dimension_names on any rewrite of an array's zarr.json: they are kept as the "
-    "_ARRAY_DIMENSIONS attribute, which the view shows among 'attributes', so a rewrite whose "
-    "attributes do not repeat it removes it; the rewrite's own dimension_names are ignored"))
 def test_zarr_rewrite_array_zarr_json_keeps_dimension_names(zfs):
     """What zarr-python does on ``a.attrs['k'] = 1`` after creating an array with
     dimension_names: the rewritten zarr.json carries the same dimension_names."""
@@ -532,12 +527,6 @@ def test_zarr_write_shard_file_keeps_chunks_another_writer_stored(zfs, caplog):
     assert_values(fs, "t", "a", want)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a process's read-modify-write base is the time it last *read* the file or failed to look it "
-    "up (before creating it), and its own later writes count as another writer's: when one process "
-    "writes a chunk file and later rewrites it without reading it in between (a whole shard with "
-    "fewer inner chunks, or truncate to 0), the chunks it left out are kept instead of deleted, so "
-    "readers get the old data, not the fill value"))
 @pytest.mark.parametrize("how", ["shard rewritten with fewer chunks", "chunk file truncated to 0"])
 def test_zarr_write_chunk_file_rewrite_by_same_process_deletes_missing_chunks(zfs, how):
     fs = zfs
@@ -559,11 +548,6 @@ def test_zarr_write_chunk_file_rewrite_by_same_process_deletes_missing_chunks(zf
     assert_values(fs, "t", "a", want)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the view caps chunks-per-shard at the chunk grid: an array whose writer chose shards larger "
-    "than the array along a dimension (shape (3, 20), shards (8, 8) of (4, 4) chunks, which zarr-python "
-    "writes) is shown with shard shape (4, 8) and 2-entry shard indexes, so the writer's own "
-    "read-modify-write of a shard fails (index crc32c mismatch with its 4-entry layout)"))
 def test_zarr_write_array_zarr_json_keeps_a_shard_shape_larger_than_the_array(zfs):
     fs = zfs
     meta = zarr_array_meta((3, 20), "<u2", (4, 4), shards=(8, 8), codecs=("zstd",))
@@ -575,12 +559,6 @@ def test_zarr_write_array_zarr_json_keeps_a_shard_shape_larger_than_the_array(zf
     np.testing.assert_array_equal(vals[:4], 1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the encoding of written chunks is taken from the zarr.json the daemon last received for the "
-    "array (kept daemon-wide), not from what the view shows: after one writer declared a crc32c "
-    "codec (not stored, so not shown), another process that opens the array through the view and "
-    "writes chunks exactly as its zarr.json says gets EINVAL 'crc32c checksum mismatch' (after a "
-    "daemon restart the same write is accepted)"))
 def test_zarr_write_chunk_file_by_the_views_own_metadata_is_accepted(zfs):
     fs = zfs
     meta = zarr_array_meta((8, 8), "<u2", (4, 4), codecs=("zstd", "crc32c"))
@@ -592,6 +570,21 @@ def test_zarr_write_chunk_file_by_the_views_own_metadata_is_accepted(zfs):
     want = np.ones((8, 8), "<u2")
     want[:4, 4:] = 2
     assert_values(fs, "t", "a", want)
+
+
+def test_n5_write_block_by_the_views_own_attributes_is_accepted(fs):
+    fs.mkdir("n5/t.n5")
+    fs.mkdir("n5/t.n5/d")
+    fs.write_json("n5/t.n5/d/attributes.json", n5_attrs((8, 8), "uint16", (4, 4), "zlib"))
+    other = fs.as_pid(4_800_002)
+    shown = other.read_json("n5/t.n5/d/attributes.json")
+    assert shown["compression"]["type"] == "gzip"
+    other.makedirs("n5/t.n5/d/0")
+    block = rng_data((4, 4), ">u2")
+    other.write_file("n5/t.n5/d/0/0", n5_block(block, shown["compression"]))
+    want = np.zeros((8, 8), ">u2")
+    want[:4, :4] = block
+    assert_values(fs, "t", "d", want)
 
 
 @pytest.mark.parametrize("sharded", [False, True], ids=["chunk", "shard"])

@@ -248,26 +248,49 @@ class FS:
             if not self.exists(walked):
                 self.mkdir(walked)
 
+    # unlink, rmdir and rename resolve their last component first, as the kernel does (a
+    # domain written through the mount has entry timeout 0: every name is looked up again)
     def rmdir(self, path: str) -> None:
         parent, name = self._parent(path)
+        self.lookup(path)
         self.call(self.ops.rmdir, parent, name, self.ctx, path=path)
 
     def unlink(self, path: str) -> None:
         parent, name = self._parent(path)
+        self.lookup(path)
         self.call(self.ops.unlink, parent, name, self.ctx, path=path)
 
-    def rm_r(self, path: str) -> None:
-        """``rm -r``: files first, then directories bottom-up."""
-        for name in self.ls(path):
+    def rm_r(self, path: str, force: bool = False) -> None:
+        """``rm -r`` (``rm -rf`` with ``force``: a name already gone is no error): files
+        first, then each directory once emptied."""
+        def gone(exc: FsError) -> bool:
+            return force and exc.errno == _errno.ENOENT
+
+        try:
+            names = self.ls(path)
+        except FsError as exc:
+            if gone(exc):
+                return
+            raise
+        for name in names:
             full = f"{path}/{name}"
-            if self.is_dir(full):
-                self.rm_r(full)
-            else:
-                self.unlink(full)
-        self.rmdir(path)
+            try:
+                if self.is_dir(full):
+                    self.rm_r(full, force)
+                else:
+                    self.unlink(full)
+            except FsError as exc:
+                if not gone(exc):
+                    raise
+        try:
+            self.rmdir(path)
+        except FsError as exc:
+            if not gone(exc):
+                raise
 
     def rename(self, src: str, dst: str, flags: int = 0) -> None:
         p_old, n_old = self._parent(src)
+        self.lookup(src)
         p_new, n_new = self._parent(dst)
         self.call(self.ops.rename, p_old, n_old, p_new, n_new, flags, self.ctx, path=src)
 

@@ -13,8 +13,9 @@ from polyfs.cli import main
 from polyfs.codecs.registry import BLOSC, BZIP2, DEFLATE, SHUFFLE, ZSTD
 from polyfs.errors import AlreadyExists, SourceError
 from polyfs.importers import default_domain, detect_kind
-from polyfs.importers.common import (auto_chunks, json_attribute, parse_chunks, parse_codec,
-                                     zstd_has_content_size)
+from polyfs.codecs.sniff import zstd_has_content_size
+from polyfs.importers.common import auto_chunks, parse_chunks, parse_codec
+from polyfs.model.jsonattrs import json_attribute
 from polyfs.inspect import create_domain, info_text
 from polyfs.model import types as T
 from polyfs.model.catalog import Catalog

@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import threading
-import zlib
 from dataclasses import dataclass
 
-import numpy as np
 import pytest
 
 from polyfs.binfmt import Layout

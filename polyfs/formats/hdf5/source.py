@@ -29,7 +29,8 @@ from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
 from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
-from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
+from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
+                                 complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ reported so they can be padded.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator
 
 from ...errors import InvalidInput, UnsupportedType
@@ -20,6 +19,7 @@ from ...views import hdmf
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
+from ..base import json_object
 from . import FORMAT
 from .spec import DATASET_KEYS, META, MODE_DEFAULT, N5_KEYS, RESERVED, compression_of, numpy_dtype, \
     parse_block_header
@@ -33,12 +33,9 @@ def _err(where: str, cause: object) -> InvalidInput:
 
 def load(data: bytes, where: str) -> dict[str, Any]:
     try:
-        attrs = json.loads(data) if data.strip() else {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _err(where, f"not valid JSON ({exc})") from None
-    if not isinstance(attrs, dict):
-        raise _err(where, "not a JSON object")
-    return attrs
+        return json_object(data) if data.strip() else {}
+    except ValueError as exc:
+        raise _err(where, exc) from None
 
 
 def user_attributes(attrs: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ latter) and written with the chosen encoding.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -31,7 +30,9 @@ from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
 from .spec import META, RESERVED, compression_of, numpy_dtype, parse_block_header
-from ...importers.common import (ChunkSink, ImportOptions, Progress, padded, set_json_attrs, stored_pipeline_filters, write_decoded, zstd_has_content_size)
+from ...importers.common import (ChunkSink, ImportOptions, Progress, padded, read_json_object,
+                                 set_json_attrs, stored_pipeline_filters, write_decoded)
+from ...codecs.sniff import zstd_has_content_size
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +60,7 @@ class N5Importer:
 
     def attrs_of(self, node: Path) -> dict:
         f = node / META
-        if not f.exists():
-            return {}
-        try:
-            body = json.loads(f.read_bytes())
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise self.err(f, f"not valid JSON ({exc})") from None
-        except OSError as exc:
-            raise self.err(f, exc.strerror or exc) from None
-        if not isinstance(body, dict):
-            raise self.err(f, "not a JSON object")
-        return body
+        return read_json_object(f) if f.exists() else {}
 
     def run(self) -> None:
         try:

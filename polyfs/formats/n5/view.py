@@ -53,14 +53,14 @@ import numpy as np
 from ...model import values
 from ...model.editor import is_implicit
 from ...model.schema import Dataset, Group
-from ...model.tree import DomainModel, Entry
+from ...model.tree import DomainModel
 from ...model.types import ArrayType, EnumType, FloatType, IntType, resolved
 from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT
 from .spec import META, N5_KEYS, N5_VERSION, block_header, compression_for, data_type_name
-from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
+from ...views.base import DirNode, FileNode, Node, ViewContext
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class DatasetPlan:
         items = cs.build_items(self.src, recipe, np.asarray([linear], dtype=np.int64))
         return VFile([Literal(self.header)] + items.segments)
 
-    def block_entries(self) -> dict[str, Node]:
+    def file_entries(self) -> dict[str, Node]:
         grid = self.grid  # the stored grid plus 1s for array-type dims: same linear indexes
         if self.fill_block is None:
             linear = self.src.index.linear
@@ -225,39 +225,18 @@ class N5Domain(hdmf.Hierarchy):
         super().__init__(model, SUFFIX)
         self.ctx = ctx
 
-    def group_node(self, name: str, group: Group, path: str) -> DirNode:
-        def load() -> dict[str, Node]:
-            attrs = self.group_attributes(group, path, skip=SKIP_ATTRS)
-            if path == "/":
-                attrs["n5"] = N5_VERSION
-            out: dict[str, Node] = {} if is_implicit(group) and path != "/" else {
-                META: literal_file(META, hdmf.dumps(attrs), group.last_modified or None)}
-            for child, entry in self.children.get(path, []):
-                if child == META:
-                    log.warning("n5: %s is named like N5 metadata; not shown", self.where(entry.path))
-                    continue
-                node = self.node(child, entry)
-                if node is not None:
-                    out[child] = node
-            return out
+    meta_name = META
 
-        return DirNode(name, load, group.last_modified or None)
-
-    def node(self, name: str, entry: Entry) -> Node | None:
-        if isinstance(entry.obj, Group):
-            return self.group_node(name, entry.obj, entry.path)
-        ds = entry.obj
-        assert isinstance(ds, Dataset)
-        plan = self.dataset_plan(ds, entry.path)
-        if plan is None:
+    def group_metadata(self, group: Group, path: str) -> dict[str, Any] | None:
+        if is_implicit(group) and path != "/":
             return None
+        attrs = self.group_attributes(group, path, skip=SKIP_ATTRS)
+        if path == "/":
+            attrs["n5"] = N5_VERSION
+        return attrs
 
-        def load() -> dict[str, Node]:
-            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(plan.metadata()), ds.last_modified or None)}
-            out.update(plan.block_entries())
-            return out
-
-        return DirNode(name, load, ds.last_modified or None)
+    def plan(self, ds: Dataset, path: str) -> "DatasetPlan | None":
+        return self.dataset_plan(ds, path)
 
     def dataset_plan(self, ds: Dataset, path: str) -> DatasetPlan | None:
         if ds.shape.kind == "null":

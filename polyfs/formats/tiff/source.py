@@ -36,7 +36,11 @@ from ...errors import PolyfsError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for, dtype_from_numpy, json_attribute, padded, stored_pipeline_filters, write_decoded, zstd_has_content_size)
+from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
+                                 padded, stored_pipeline_filters, write_decoded)
+from ...model.types import from_numpy_any as dtype_from_numpy
+from ...model.jsonattrs import json_attribute
+from ...codecs.sniff import zstd_has_content_size
 
 log = logging.getLogger(__name__)
 

@@ -9,17 +9,17 @@ first, then one inner chunk at a time. Anything the store cannot hold is an
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Iterator
 
 from ...errors import CodecError, InvalidInput, UnsupportedType
-from ...importers.common import dtype_from_numpy
+from ...model.types import from_numpy_any
 from ...model.schema import Dataset, Group
 from ...views import hdmf
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
+from ..base import json_object
 from . import FORMAT
 from .spec import (META, MISSING, KeyEncoding, ShardIndex, array_to_bytes_at, bytes_codecs, fill_json,
                    is_real_transpose, numpy_dtype, per_shard)
@@ -31,11 +31,9 @@ def _err(where: str, cause: object) -> InvalidInput:
 
 def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
     try:
-        meta = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _err(where, f"not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise _err(where, "not a JSON object")
+        meta = json_object(data)
+    except ValueError as exc:
+        raise _err(where, exc) from None
     if meta.get("zarr_format") != 3:
         raise _err(where, f"zarr_format {meta.get('zarr_format')!r} (only Zarr v3 metadata can be written)")
     attrs = meta.get("attributes", {})
@@ -93,7 +91,7 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     chain = bytes_codecs(inner_codecs[ab + 1:], npdt.itemsize)
     if chain.reason:
         raise UnsupportedType(f"{where}: {chain.reason} is not supported")
-    dtype = dtype_from_numpy(npdt)
+    dtype = from_numpy_any(npdt)
     fill = fill_json(meta.get("fill_value"), dtype)
     dims = meta.get("dimension_names")
     if dims is not None and (not isinstance(dims, list) or len(dims) != len(shape)

@@ -17,7 +17,6 @@ the array's fill value is kept as the dataset's fill value.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import zlib
@@ -33,8 +32,10 @@ from ...errors import CodecError, PolyfsError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, dtype_from_numpy, set_json_attrs,
-                                 stored_pipeline_filters, write_decoded, zstd_has_content_size)
+from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, read_json_object,
+                                 set_json_attrs, stored_pipeline_filters, write_decoded)
+from ...model.types import from_numpy_any as dtype_from_numpy
+from ...codecs.sniff import zstd_has_content_size
 from .spec import (ARRAY_TO_BYTES, META, MISSING, Chain, KeyEncoding, ShardIndex, bytes_codecs, fill_json,
                    is_real_transpose, numpy_dtype, per_shard)
 
@@ -67,16 +68,7 @@ class ZarrImporter:
 
     def load_meta(self, node: Path) -> dict:
         f = node / META
-        try:
-            text = f.read_bytes()
-        except OSError as exc:
-            raise self.err(f, exc.strerror or exc) from None
-        try:
-            meta = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise self.err(f, f"not valid JSON ({exc})") from None
-        if not isinstance(meta, dict):
-            raise self.err(f, "not a JSON object")
+        meta = read_json_object(f)
         if meta.get("zarr_format") != 3:
             raise self.err(f, f"zarr_format {meta.get('zarr_format')!r} (only Zarr v3 is supported)")
         if meta.get("node_type") not in ("group", "array"):

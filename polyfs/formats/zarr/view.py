@@ -75,14 +75,14 @@ from ...errors import PolyfsError, UnsupportedType
 from ...model import values
 from ...model.editor import is_implicit
 from ...model.schema import Dataset, Group
-from ...model.tree import DomainModel, Entry
+from ...model.tree import DomainModel
 from ...model.types import resolved
 from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT, spec
 from .spec import CHUNK_DIR, DEFAULT_INDEX, META, shard_index_bytes
-from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
+from ...views.base import DirNode, FileNode, Node, ViewContext
 
 log = logging.getLogger(__name__)
 
@@ -233,9 +233,12 @@ class ArrayPlan:
         if not self.use_shards:
             return (1,) * len(self.grid)
         rank = len(self.ds.grid)
-        opt = self.ctx.options.shard_shape.get(self.path) or self.hints.get("zarr_chunks_per_shard")
+        hinted = self.hints.get("zarr_chunks_per_shard")
+        opt = self.ctx.options.shard_shape.get(self.path) or hinted
         if opt is not None:
             if len(opt) == rank and all(int(k) > 0 for k in opt):
+                if opt is hinted:  # the writer's own shard shape, even past the array's edge
+                    return tuple(int(k) for k in opt) + (1,) * len(self.zt.inner)
                 return tuple(min(int(k), max(g, 1)) for k, g in zip(opt, self.ds.grid)) + (1,) * len(self.zt.inner)
             log.warning("zarr: shard_shape for %s has %d dims, the dataset %d; using the default rule",
                         self.path, len(opt), rank)
@@ -310,7 +313,7 @@ class ArrayPlan:
             sizes = sizes + DEFAULT_INDEX.nbytes(math.prod(self.factors))
         return sizes
 
-    def chunk_entries(self) -> dict[str, Node]:
+    def file_entries(self) -> dict[str, Node]:
         """``c`` (a directory tree of shard/chunk files, or the file of a scalar)."""
         lay = self.layout
         if len(lay.files) == 0:
@@ -362,37 +365,15 @@ class ZarrDomain(hdmf.Hierarchy):
         super().__init__(model, SUFFIX)
         self.ctx = ctx
 
-    def group_node(self, name: str, group: Group, path: str) -> DirNode:
-        def load() -> dict[str, Node]:
-            meta = {"zarr_format": 3, "node_type": "group", "attributes": self.group_attributes(group, path)}
-            out: dict[str, Node] = {} if is_implicit(group) else {
-                META: literal_file(META, hdmf.dumps(meta), group.last_modified or None)}
-            for child, entry in self.children.get(path, []):
-                if child == META:
-                    log.warning("zarr: %s is named like Zarr metadata; not shown", self.where(entry.path))
-                    continue
-                node = self.node(child, entry)
-                if node is not None:
-                    out[child] = node
-            return out
+    meta_name = META
 
-        return DirNode(name, load, group.last_modified or None)
-
-    def node(self, name: str, entry: Entry) -> Node | None:
-        if isinstance(entry.obj, Group):
-            return self.group_node(name, entry.obj, entry.path)
-        ds = entry.obj
-        assert isinstance(ds, Dataset)
-        plan = self.array_plan(ds, entry.path)
-        if plan is None:
+    def group_metadata(self, group: Group, path: str) -> dict[str, Any] | None:
+        if is_implicit(group):
             return None
+        return {"zarr_format": 3, "node_type": "group", "attributes": self.group_attributes(group, path)}
 
-        def load() -> dict[str, Node]:
-            out: dict[str, Node] = {META: literal_file(META, hdmf.dumps(plan.metadata()), ds.last_modified or None)}
-            out.update(plan.chunk_entries())
-            return out
-
-        return DirNode(name, load, ds.last_modified or None)
+    def plan(self, ds: Dataset, path: str) -> "ArrayPlan | None":
+        return self.array_plan(ds, path)
 
     def array_plan(self, ds: Dataset, path: str) -> ArrayPlan | None:
         if ds.shape.kind == "null":
