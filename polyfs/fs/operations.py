@@ -22,10 +22,10 @@ import trio
 from ..errors import IsADirectory, NotADirectory, NotFound, ReadOnly
 from .errmap import fuse_errors
 from .overlay import PendingDir, PendingFile
-from .writeops import WriteHandle, WriteOps
+from .writeops import WriteHandle, WriteSide
 from ..reader import Reader
 from ..views.base import DirNode, FileNode, Node
-from .inodes import InodeEntry, InodeTable
+from .inodes import ROOT_INODE, InodeEntry, InodeTable
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class _FileHandle:
     live: bool = False  # a file being written: reading plans I/O, never on the FUSE loop
 
 
-class Operations(WriteOps, pyfuse3.Operations):
+class Operations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
     enable_acl = False
@@ -65,7 +65,8 @@ class Operations(WriteOps, pyfuse3.Operations):
         self._next_fh = 1
         self._fh_lock = threading.Lock()
         self._logged: set[tuple] = set()
-        self._init_writes(service, budget)
+        self.version = 0  # bumped when views may have re-rendered (nodes are resolved again)
+        self.writes: WriteSide | None = None if read_only or service is None else WriteSide(self, service, budget)
 
     # -- helpers ----------------------------------------------------------
     def _log_unexpected(self, op: str, exc: BaseException) -> None:
@@ -88,6 +89,47 @@ class Operations(WriteOps, pyfuse3.Operations):
             self._next_fh += 1
             self._handles[fh] = handle
             return fh
+
+    # -- what the write side uses (writeops.FsCore) ---------------------------
+    async def run(self, fn: Callable, *args: Any) -> Any:
+        return await self._thread(fn, *args)
+
+    def new_fh(self, handle: Any) -> int:
+        return self._new_fh(handle)
+
+    def handle(self, fh: int) -> Any:
+        return self._handles.get(fh)
+
+    def node_attr(self, node: Node, ino: int, path: str = "") -> pyfuse3.EntryAttributes:
+        return self._node_attr(node, ino, path)
+
+    def child(self, parent: InodeEntry, name: str) -> tuple[str, Node]:
+        return self._child(parent, name)
+
+    def bump(self) -> None:
+        self.version += 1
+
+    def volatile(self, path: str) -> bool:
+        return self.writes is not None and self.writes.volatile(path)
+
+    def resolve(self, path: str) -> Node:
+        """The node at ``path`` now (views may have re-rendered since it was looked up);
+        files being written win over the view's."""
+        overlay = self.writes.overlay if self.writes is not None else None
+        node = self.inodes.get(ROOT_INODE).node
+        walked = ""
+        for name in [p for p in path.split("/") if p]:
+            walked = f"{walked}/{name}" if walked else name
+            pending = overlay.get(walked) if overlay is not None else None
+            child = pending if isinstance(pending, PendingFile) else None
+            if child is None and isinstance(node, DirNode) and not isinstance(node, PendingDir):
+                child = node.entries().get(name)
+            if child is None:
+                child = pending
+            if child is None:
+                raise NotFound(path)
+            node = child
+        return node
 
     def _attr(self, entry: InodeEntry) -> pyfuse3.EntryAttributes:
         """Attributes of a node (may compute a file's size: call from a thread)."""
@@ -124,12 +166,12 @@ class Operations(WriteOps, pyfuse3.Operations):
         if not isinstance(parent.node, DirNode):
             raise NotADirectory(parent.path)
         path = self.inodes.child_path(parent, name)
-        pending = self.overlay.get(path) if self.service is not None else None
+        pending = self.writes.overlay.get(path) if self.writes is not None else None
         if isinstance(pending, PendingFile):
             return path, pending  # being written: the writer's bytes win
         pnode = parent.node
         if isinstance(pnode, PendingDir):
-            pnode = self._resolve(parent.path)  # the view may show it by now
+            pnode = self.resolve(parent.path)  # the view may show it by now
         node = pnode.entries().get(name) if isinstance(pnode, DirNode) and not isinstance(pnode, PendingDir) else None
         if node is None:
             node = pending
@@ -157,7 +199,7 @@ class Operations(WriteOps, pyfuse3.Operations):
         """Re-resolve a node the views may have re-rendered since it was looked up."""
         version = self.version
         try:
-            entry.node = await self._thread(self._resolve, entry.path)
+            entry.node = await self._thread(self.resolve, entry.path)
         except NotFound:
             pass  # gone from the views: operations on it fail as they should
         entry.version = version
@@ -175,9 +217,9 @@ class Operations(WriteOps, pyfuse3.Operations):
                 return self._lookup_sync(parent_inode, text)
             return await self._thread(self._lookup_sync, parent_inode, text)
         except NotFound:
-            if self.service is not None and ctx is not None:
+            if self.writes is not None and ctx is not None:
                 # a writer that found no file has seen "no chunks": the base of what it writes next
-                self.note_read_open(ctx.pid, self.inodes.child_path(self.inodes.get(parent_inode), text), at)
+                self.writes.note_read_open(ctx.pid, self.inodes.child_path(self.inodes.get(parent_inode), text), at)
             raise
 
     @fuse_errors
@@ -221,8 +263,8 @@ class Operations(WriteOps, pyfuse3.Operations):
         if entry.version != self.version:
             await self._refresh(entry)
         entries = entry.node.entries() if entry.node.ready() else await self._thread(entry.node.entries)
-        if self.service is not None:
-            extra = self.overlay.children(entry.path)
+        if self.writes is not None:
+            extra = self.writes.overlay.children(entry.path)
             if extra:
                 entries = {**{k: v for k, v in extra.items() if k not in entries or isinstance(v, PendingFile)},
                            **{k: v for k, v in entries.items() if not isinstance(extra.get(k), PendingFile)}}
@@ -275,12 +317,10 @@ class Operations(WriteOps, pyfuse3.Operations):
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
         if flags & _WRITE_FLAGS:
-            if self.read_only or self.service is None:
-                raise ReadOnly(f"{entry.path}: this mount is read-only")
-            return await self._open_write(entry, flags, ctx)
+            return await self._writer().open_write(entry, flags, ctx)
         assert isinstance(entry.node, FileNode)
-        if self.service is not None:
-            self.note_read_open(ctx.pid, entry.path, opened_at)
+        if self.writes is not None:
+            self.writes.note_read_open(ctx.pid, entry.path, opened_at)
         live = isinstance(entry.node, PendingFile)
         vfile = entry.node.vfile() if entry.node.built and not live else await self._thread(entry.node.vfile)
         fh = self._new_fh(_FileHandle(entry, vfile, live))
@@ -304,15 +344,18 @@ class Operations(WriteOps, pyfuse3.Operations):
     @fuse_errors
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
-        await self._release_handle(handle)
+        if self.writes is not None:
+            await self.writes.release_handle(handle)
 
     @fuse_errors
     async def flush(self, fh: int) -> None:
-        await self._flush_handle(self._handles.get(fh))
+        if self.writes is not None:
+            await self.writes.flush_handle(self._handles.get(fh))
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
-        await self._flush_handle(self._handles.get(fh))
+        if self.writes is not None:
+            await self.writes.flush_handle(self._handles.get(fh))
 
     # -- extended attributes -----------------------------------------------------
     @fuse_errors
@@ -325,50 +368,44 @@ class Operations(WriteOps, pyfuse3.Operations):
         self.inodes.get(inode)
         return []
 
-    # -- changes to the tree (writeops.py does the work) ----------------------------
-    def _check_writes(self) -> None:
-        if self.read_only or self.service is None:
+    # -- changes (writeops.WriteSide does the work) ----------------------------------
+    def _writer(self) -> WriteSide:
+        if self.writes is None:
             raise ReadOnly("this mount is read-only")
+        return self.writes
 
     @fuse_errors
-    async def create(self, *args):
-        self._check_writes()
-        return await self._create(*args)
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
+        return await self._writer().create(parent_inode, name, mode, flags, ctx)
 
     @fuse_errors
-    async def write(self, *args) -> int:
-        self._check_writes()
-        return await WriteOps.write(self, *args)
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return await self._writer().write(fh, off, buf)
 
     @fuse_errors
-    async def setattr(self, *args) -> pyfuse3.EntryAttributes:
-        self._check_writes()
-        return await WriteOps.setattr(self, *args)
+    async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
+        return await self._writer().setattr(inode, attr, fields, fh, ctx)
 
     @fuse_errors
-    async def mkdir(self, *args) -> pyfuse3.EntryAttributes:
-        self._check_writes()
-        return await WriteOps.mkdir(self, *args)
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
+        return await self._writer().mkdir(parent_inode, name, mode, ctx)
 
     @fuse_errors
-    async def rmdir(self, *args) -> None:
-        self._check_writes()
-        await WriteOps.rmdir(self, *args)
+    async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
+        await self._writer().rmdir(parent_inode, name, ctx)
 
     @fuse_errors
-    async def unlink(self, *args) -> None:
-        self._check_writes()
-        await WriteOps.unlink(self, *args)
+    async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
+        await self._writer().unlink(parent_inode, name, ctx)
 
     @fuse_errors
-    async def rename(self, *args) -> None:
-        self._check_writes()
-        await WriteOps.rename(self, *args)
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
+                     flags: int, ctx) -> None:
+        await self._writer().rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
 
     @fuse_errors
-    async def link(self, *args) -> pyfuse3.EntryAttributes:
-        self._check_writes()
-        return await WriteOps.link(self, *args)
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
+        return await self._writer().link(inode, new_parent_inode, new_name, ctx)
 
     async def _refuse(self, *args: Any) -> Any:
         raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)

@@ -1,5 +1,8 @@
 """The write half of the FUSE operations: buffers, flush-time ingest, tree changes.
 
+:class:`WriteSide` is held by :class:`~polyfs.fs.operations.Operations` (composition: it
+reaches the FUSE core only through the :class:`FsCore` protocol).
+
 Format knowledge stays in :mod:`polyfs.writes`; this module only moves bytes
 between the kernel and :class:`~polyfs.fs.overlay.PendingFile` buffers and
 calls the write service at the moments POSIX tools expect: flush/fsync of a
@@ -14,13 +17,13 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import pyfuse3
 
-from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted, ReadOnly
-from ..views.base import DirNode, FileNode
-from .inodes import InodeEntry
+from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted
+from ..views.base import FileNode, Node
+from .inodes import InodeEntry, InodeTable
 from ..reader import Reader
 from ..vfile import VFile
 from .overlay import Overlay, PendingDir, PendingFile, WriteBudget
@@ -79,31 +82,56 @@ class Invalidator:
                     pass
 
 
-class WriteOps:
-    """Mixin for :class:`~polyfs.fs.operations.Operations` (uses its inodes, thread pool, errors)."""
+class FsCore(Protocol):
+    """What the write side needs of the FUSE operations it serves (operations.py)."""
 
-    def _init_writes(self, service: "WriteService | None", budget: WriteBudget | None = None) -> None:
+    inodes: InodeTable
+    reader: Reader
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a worker thread."""
+        ...
+
+    def new_fh(self, handle: Any) -> int: ...
+
+    def handle(self, fh: int) -> Any: ...
+
+    def node_attr(self, node: Node, ino: int, path: str = "") -> pyfuse3.EntryAttributes: ...
+
+    def child(self, parent: InodeEntry, name: str) -> tuple[str, Node]: ...
+
+    def resolve(self, path: str) -> Node: ...
+
+    def bump(self) -> None:
+        """Views may have re-rendered: nodes looked up before must be resolved again."""
+        ...
+
+    async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes: ...
+
+
+class WriteSide:
+    """Everything a writable mount adds to reading: files being written, flush-time ingest,
+    tree changes. :class:`~polyfs.fs.operations.Operations` holds one and delegates to it."""
+
+    def __init__(self, fs: FsCore, service: "WriteService", budget: WriteBudget | None = None) -> None:
+        self.fs = fs
+        self.inodes = fs.inodes
         self.service = service
         self.overlay = Overlay()
         self.budget = budget or WriteBudget()
-        self.version = 0
         self._read_at: dict[tuple[int, str], float] = {}
         self._tgids: dict[int, int] = {}
         self._volatile: tuple[str, ...] = ()  # view paths of domains written through this mount
-        self._invalidator = Invalidator() if service is not None else None
+        self._invalidator = Invalidator()
 
     # -- helpers ------------------------------------------------------------------------
     def _writable(self, path: str) -> None:
-        if self.read_only or self.service is None:
-            raise ReadOnly(f"{path}: this mount is read-only")
         self.service.router.view_of(path)
 
     def _changed(self, path: str) -> None:
         """The store changed under ``path``'s domain: re-resolve nodes, and have the
         kernel drop what it cached of that domain's files in every view."""
-        self.version += 1
-        if self._invalidator is None:
-            return
+        self.fs.bump()
         try:
             prefixes = self.service.view_prefixes(path)
         except Exception:  # noqa: BLE001 - a domain just deleted: nothing cached matters
@@ -139,10 +167,9 @@ class WriteOps:
 
     def note_read_open(self, pid: int, path: str, at: float) -> None:
         """When a process last read a chunk file: the base of its read-modify-write."""
-        if self.service is not None and not self.read_only:
-            self._read_at[(self.process_of(pid), path)] = at
-            if len(self._read_at) > 100_000:
-                self._read_at.clear()
+        self._read_at[(self.process_of(pid), path)] = at
+        if len(self._read_at) > 100_000:
+            self._read_at.clear()
 
     def _pending_for(self, entry: InodeEntry, flags: int, pid: int) -> PendingFile:
         """The file's pending state, opened once more (``opens`` counts under the overlay's
@@ -159,7 +186,7 @@ class WriteOps:
         base_time = self._read_at.get((self.process_of(pid), path), time.time())
         base = None
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
-            base = ViewFile(self.reader, entry.node.vfile())  # read on demand, never copied whole
+            base = ViewFile(self.fs.reader, entry.node.vfile())  # read on demand, never copied whole
         pending = PendingFile(path, self.service.is_ingestible(path), base_time, self.budget, base)
         pending.writer = self.process_of(pid)
         if flags & os.O_TRUNC:
@@ -182,7 +209,7 @@ class WriteOps:
                 return
             del self.overlay.files[p.path]
         p.discard()
-        self.version += 1
+        self.fs.bump()
 
     def _ingest(self, pending: PendingFile, path: str | None = None) -> None:
         """Hand a dirty buffer to the write service (in a worker thread)."""
@@ -198,65 +225,65 @@ class WriteOps:
         self._changed(target)
 
     # -- opening for write ------------------------------------------------------------------
-    async def _open_write(self, entry: InodeEntry, flags: int, ctx) -> pyfuse3.FileInfo:
+    async def open_write(self, entry: InodeEntry, flags: int, ctx) -> pyfuse3.FileInfo:
         self._writable(entry.path)
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
-        pending = await self._thread(self._pending_for, entry, flags, ctx.pid)
-        fh = self._new_fh(WriteHandle(entry, pending, ctx.pid))
+        pending = await self.fs.run(self._pending_for, entry, flags, ctx.pid)
+        fh = self.fs.new_fh(WriteHandle(entry, pending, ctx.pid))
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
 
-    async def _create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
         parent = self.inodes.get(parent_inode)
         text = os.fsdecode(name)
         path = self.inodes.child_path(parent, text)
         self._writable(path)
-        existing = await self._thread(self._lookup_node, parent, text)
+        existing = await self.fs.run(self._lookup_node, parent, text)
         if existing is not None:
             if flags & os.O_EXCL:
                 raise FileExistsError(errno.EEXIST, path)
             entry = self.inodes.remember(path, existing)
         else:
-            target = await self._thread(self.service.route, path)
+            target = await self.fs.run(self.service.route, path)
             if target.domain is None or not target.rest:
                 raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
-            ingest = await self._thread(self.service.is_ingestible, path)
+            ingest = await self.fs.run(self.service.is_ingestible, path)
             pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
                                   self.budget)
             pending.writer = self.process_of(ctx.pid)
             pending.dirty = True
             self.overlay.add_file(pending)
             entry = self.inodes.remember(path, pending)
-        info = await self._open_write(entry, flags | os.O_TRUNC if existing is None else flags, ctx)
-        return info, self._node_attr(entry.node, entry.ino, entry.path)
+        info = await self.open_write(entry, flags | os.O_TRUNC if existing is None else flags, ctx)
+        return info, self.fs.node_attr(entry.node, entry.ino, entry.path)
 
     def _lookup_node(self, parent: InodeEntry, name: str):
         try:
-            return self._child(parent, name)[1]
+            return self.fs.child(parent, name)[1]
         except NotFound:
             return None
 
     # -- data ----------------------------------------------------------------------------------
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        handle = self._handles[fh]
+        handle = self.fs.handle(fh)
         if not isinstance(handle, WriteHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
         if handle.pending.needs_base(off, len(buf)):
-            return await self._thread(handle.pending.write, off, buf)  # reads the view file first
+            return await self.fs.run(handle.pending.write, off, buf)  # reads the view file first
         return handle.pending.write(off, buf)
 
-    async def _flush_handle(self, handle: Any) -> None:
+    async def flush_handle(self, handle: Any) -> None:
         if isinstance(handle, WriteHandle) and handle.pending.dirty and handle.pending.ingest:
-            await self._thread(self._ingest, handle.pending)
+            await self.fs.run(self._ingest, handle.pending)
 
-    async def _release_handle(self, handle: Any) -> None:
+    async def release_handle(self, handle: Any) -> None:
         if not isinstance(handle, WriteHandle):
             return
         p = handle.pending
         if not self._close_one(p):
             return
         try:
-            await self._flush_handle(handle)
+            await self.flush_handle(handle)
         except Exception as exc:  # noqa: BLE001 - release has no one to report to
             log.error("%s: not stored at release: %s", p.path, exc)
         if p.ingest:
@@ -268,23 +295,20 @@ class WriteOps:
             self._writable(entry.path)
             if entry.node.is_dir:
                 raise IsADirectory(entry.path)
-            handle = self._handles.get(fh) if fh is not None else None
+            handle = self.fs.handle(fh) if fh is not None else None
             if isinstance(handle, WriteHandle):
                 handle.pending.truncate(attr.st_size)
             else:  # truncate(2) on a path: a write of its own
-                pending = await self._thread(self._pending_for, entry, 0, ctx.pid)
+                pending = await self.fs.run(self._pending_for, entry, 0, ctx.pid)
                 pending.truncate(attr.st_size)
                 if self._close_one(pending):
                     try:
-                        await self._thread(self._ingest, pending)
+                        await self.fs.run(self._ingest, pending)
                     finally:
                         if pending.ingest:
                             self._retire(pending)
-        elif not self.read_only and self.service is not None:
-            pass  # modes and times are not stored: accepted so cp -p and touch work
-        else:
-            raise ReadOnly(f"{entry.path}: this mount is read-only")
-        return await self.getattr(inode, ctx)
+        # modes and times are not stored: accepted so cp -p and touch work
+        return await self.fs.getattr(inode, ctx)
 
     # -- the tree ---------------------------------------------------------------------------------
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
@@ -292,16 +316,16 @@ class WriteOps:
         text = os.fsdecode(name)
         path = self.inodes.child_path(parent, text)
         self._writable(path)
-        if await self._thread(self._lookup_node, parent, text) is not None:
+        if await self.fs.run(self._lookup_node, parent, text) is not None:
             raise FileExistsError(errno.EEXIST, path)
-        await self._thread(self.service.mkdir, path)
+        await self.fs.run(self.service.mkdir, path)
         self._changed(path)
-        parent.node = await self._thread(self._resolve, parent.path)
-        node = await self._thread(self._lookup_node, parent, text)
+        parent.node = await self.fs.run(self.fs.resolve, parent.path)
+        node = await self.fs.run(self._lookup_node, parent, text)
         if node is None:
             node = self.overlay.add_dir(path)
         entry = self.inodes.remember(path, node)
-        return self._node_attr(node, entry.ino, path)
+        return self.fs.node_attr(node, entry.ino, path)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
         parent = self.inodes.get(parent_inode)
@@ -311,7 +335,7 @@ class WriteOps:
             raise OSError(errno.ENOTEMPTY, path)
         known = isinstance(self.overlay.get(path), PendingDir)
         try:
-            await self._thread(self.service.rmdir, path)
+            await self.fs.run(self.service.rmdir, path)
         except NotFound:
             if not known:
                 raise
@@ -333,7 +357,7 @@ class WriteOps:
         if isinstance(node, PendingDir):
             raise IsADirectory(path)
         try:
-            await self._thread(self.service.unlink, path)
+            await self.fs.run(self.service.unlink, path)
         except NotFound:
             # gone already (its array was removed with its metadata): the kernel still
             # knew the name, so the unlink that removes it succeeds
@@ -352,19 +376,19 @@ class WriteOps:
         node = self.overlay.get(src)
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{src} -> {dst}: only files being written can be renamed; tools copy instead")
-        ingest = await self._thread(self.service.is_ingestible, dst)
+        ingest = await self.fs.run(self.service.is_ingestible, dst)
         if ingest:
             node.dirty = True
             # the writer's read-modify-write began when it last read the target, not the temporary
             node.base_time = self._read_at.get((self.process_of(ctx.pid), dst), node.base_time)
-            await self._thread(self._ingest, node, dst)
+            await self.fs.run(self._ingest, node, dst)
             self.overlay.drop(src)
             self.inodes.rename(src, dst)
             old = self.overlay.get(dst)
             if isinstance(old, PendingFile):
                 self.overlay.drop(dst)
             node.path, node.ingest = dst, True
-            self.version += 1
+            self.fs.bump()
             return
         self.overlay.drop(src)
         node.path = dst
@@ -382,37 +406,19 @@ class WriteOps:
         node = self.overlay.get(entry.path)
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{entry.path} -> {dst}: only files being written can be linked")
-        if await self._thread(self._lookup_node, parent, text) is not None:
+        if await self.fs.run(self._lookup_node, parent, text) is not None:
             raise FileExistsError(errno.EEXIST, dst)
-        if not await self._thread(self.service.is_ingestible, dst):
+        if not await self.fs.run(self.service.is_ingestible, dst):
             raise NotPermitted(f"{dst}: links are only made to metadata and chunk files")
-        copy = await self._thread(node.clone, dst)
+        copy = await self.fs.run(node.clone, dst)
         copy.ingest, copy.dirty = True, True
         copy.base_time = self._read_at.get((self.process_of(ctx.pid), dst), node.base_time)
         copy.writer = self.process_of(ctx.pid)
         try:
-            await self._thread(self._ingest, copy)
+            await self.fs.run(self._ingest, copy)
         finally:
             copy.discard()
-        self.version += 1
-        new = await self._thread(self._resolve, dst)
+        self.fs.bump()
+        new = await self.fs.run(self.fs.resolve, dst)
         e = self.inodes.remember(dst, new)
-        return self._node_attr(new, e.ino, dst)
-
-    # -- resolution ---------------------------------------------------------------------------------
-    def _resolve(self, path: str):
-        """The node at ``path`` now (views may have re-rendered since it was looked up)."""
-        node = self.inodes.get(1).node
-        walked = ""
-        for name in [p for p in path.split("/") if p]:
-            walked = f"{walked}/{name}" if walked else name
-            pending = self.overlay.get(walked)
-            child = pending if isinstance(pending, PendingFile) else None
-            if child is None and isinstance(node, DirNode) and not isinstance(node, PendingDir):
-                child = node.entries().get(name)
-            if child is None:
-                child = pending
-            if child is None:
-                raise NotFound(path)
-            node = child
-        return node
+        return self.fs.node_attr(new, e.ino, dst)

@@ -73,8 +73,13 @@ def test_errors_map_to_errno(ops):
     assert fuse_errno(ops.open, meta.st_ino, os.O_RDWR, None) == errno.EROFS
     assert fuse_errno(ops.open, ROOT_INODE, os.O_RDONLY, None) == errno.EISDIR
     assert fuse_errno(ops.getattr, 987654, None) == errno.ENOENT
-    for op in (ops.mkdir, ops.unlink, ops.rmdir, ops.create, ops.rename, ops.setattr, ops.write):
-        assert fuse_errno(op, ROOT_INODE, b"x", 0, None) == errno.EROFS
+    calls = {ops.mkdir: (ROOT_INODE, b"x", 0o755, None), ops.unlink: (ROOT_INODE, b"x", None),
+             ops.rmdir: (ROOT_INODE, b"x", None), ops.create: (ROOT_INODE, b"x", 0o644, os.O_WRONLY, None),
+             ops.rename: (ROOT_INODE, b"x", ROOT_INODE, b"y", 0, None),
+             ops.setattr: (ROOT_INODE, pyfuse3.EntryAttributes(), pyfuse3.SetattrFields(), None, None),
+             ops.write: (1, 0, b"x"), ops.link: (ROOT_INODE, ROOT_INODE, b"y", None)}
+    for op, args in calls.items():
+        assert fuse_errno(op, *args) == errno.EROFS, op
 
 
 def test_missing_chunk_is_eio_for_that_read_only(ops, caplog):
