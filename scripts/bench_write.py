@@ -1,29 +1,50 @@
-"""Write throughput of the Zarr view through a real mount, as a ratio against a
-native Zarr v3 store written in the same run (the machines are shared and noisy).
+"""Write throughput and daemon memory of the Zarr view through a real mount, as
+ratios against native Zarr v3 stores written in the same run (the machines are
+shared and noisy).
 
-    .venv/bin/python scripts/bench_write.py [--size-mib 1024] [--workdir DIR]
+    .venv/bin/python scripts/bench_write.py [--sizes 1024,4096] [--tools tensorstore,zarr]
+        [--modes slab,aligned] [--rounds 1] [--quick] [--workdir DIR] [--src DIR]
 
-Generates a uint16 array once with numpy (a smooth gradient plus noise:
-compressible, not trivial; shape (N, 1024, 512) with N = --size-mib rounded to
-64, 1 GiB by default) and has tensorstore (zarr3 driver, file kvstore) write it
-whole, with 64^3 inner chunks in 256^3 shards (``sharding_indexed``: inner
-``bytes`` little-endian + ``zstd`` level 3, index ``bytes`` + ``crc32c``):
-  (a) to a native Zarr v3 store on local disk;
-  (b) through a polyfs mount of an empty store, into a new domain made with
-      ``mkdir MNT/zarr/bench.zarr`` (the daemon ingests each shard at flush).
-Printed: seconds for each (open + write), the ratio mount/native (target
-<= 2.0), whether a tensorstore read back through the mount equals the data,
-and the daemon's peak memory (VmHWM of the process whose command line names
-the mountpoint).
+Data: uint16 (N, 1024, 512), N = size in MiB rounded to whole 256-plane shards,
+a smooth gradient rising with z plus 6 bits of noise (compressible, not
+trivial). Never held whole: each 64-plane block is generated when needed,
+seeded by its index, and generated again to check what is read back.
+
+Every array has 64^3 inner chunks in 256^3 shards (``sharding_indexed``: inner
+``bytes`` little-endian + ``zstd`` level 3, index ``bytes`` + ``crc32c``), made
+and written slab by slab along z by
+  tensorstore   zarr3 driver, file kvstore, ``arr[z0:z1].write(slab).result()``
+  zarr          zarr-python >= 3, ``LocalStore``, ``arr[z0:z1] = slab``
+in two modes: ``slab`` (64 planes: every write is a partial shard, so each
+shard is written 4 times, read-modify-write) and ``aligned`` (256 planes:
+whole shards); once to a native directory on local disk (deleted once timed)
+and once through a polyfs mount into a new domain (``mkdir
+MNT/zarr/<name>.zarr``), alternating which goes first. Timed: create + slab
+writes, not data generation. Each size gets a fresh store and mount
+(``polyfs mount STORE MNT -o write_buffer_mb=256``, retried without the option
+if refused), so the daemon's VmHWM is per size. ``--src DIR`` runs the daemon
+from another polyfs tree (PYTHONPATH), e.g. ``git archive HEAD polyfs``.
+
+Printed: per tool, mode and size the native and mount seconds (best of
+--rounds) and their ratio against the target (<= 1.5); per size the daemon's
+peak RSS (VmHWM of the process whose command line names the mountpoint) after
+the writes and after read-back, against 512 MiB and not growing with size; the
+daemon log's warnings and errors. Read-back is through the mount with
+tensorstore: sampled 64-plane blocks of every array, all of them at 256 MiB.
+Exit status 1 when a write failed or read back wrong; missed targets do not
+fail a benchmark.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,26 +53,39 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = 64
 SHARD = 256
-TARGET = 2.0
+PLANE = (1024, 512)  # one z plane of uint16 is 1 MiB
+STEP = {"slab": CHUNK, "aligned": SHARD}
+TARGET = 1.5
+RSS_TARGET_MIB = 512
+BUFFER_OPT = "write_buffer_mb=256"
+
+Put = Callable[[int, int, np.ndarray], None]
 
 
-def make_data(size_mib: int) -> np.ndarray:
-    """uint16 (N, 1024, 512): sin/cos gradient rising with z, plus 6 bits of noise."""
-    n = max(CHUNK, size_mib // CHUNK * CHUNK)  # one plane of 1024 x 512 uint16 is 1 MiB
-    data = np.empty((n, 1024, 512), dtype="<u2")
-    yy, xx = np.meshgrid(np.arange(1024, dtype="f4"), np.arange(512, dtype="f4"), indexing="ij")
-    base = (np.sin(yy / 40.0) + np.cos(xx / 30.0)) * 1000 + 4000
-    rng = np.random.default_rng(0)
-    for z0 in range(0, n, CHUNK):
-        z = np.arange(z0, z0 + CHUNK, dtype="f4")[:, None, None]
-        noise = rng.integers(0, 64, (CHUNK, 1024, 512), dtype="u2")
-        data[z0:z0 + CHUNK] = (base[None] + z * 8).astype("u2") + noise
-    return data
+# -- data ------------------------------------------------------------------
+def planes(size_mib: int) -> int:
+    return max(SHARD, size_mib // SHARD * SHARD)
 
 
-def spec(path: Path, shape: tuple[int, ...]) -> dict[str, Any]:
+@functools.cache
+def base_plane() -> np.ndarray:
+    yy, xx = np.meshgrid(np.arange(PLANE[0], dtype="f4"), np.arange(PLANE[1], dtype="f4"), indexing="ij")
+    return (np.sin(yy / 40.0) + np.cos(xx / 30.0)) * 1000 + 4000
+
+
+def make_slab(z0: int, z1: int) -> np.ndarray:
+    """Planes z0..z1 (multiples of 64); block b is the same whichever slab asks for it."""
+    out = np.empty((z1 - z0, *PLANE), dtype="<u2")
+    for b0 in range(z0, z1, CHUNK):
+        z = (np.arange(b0, b0 + CHUNK, dtype="f4") % 4096)[:, None, None]
+        noise = np.random.default_rng(b0 // CHUNK).integers(0, 64, (CHUNK, *PLANE), dtype="u2")
+        out[b0 - z0:b0 - z0 + CHUNK] = (base_plane()[None] + z * 8).astype("u2") + noise
+    return out
+
+
+# -- writers ---------------------------------------------------------------
+def ts_spec(path: Path, shape: tuple[int, ...]) -> dict[str, Any]:
     """tensorstore spec creating a sharded zstd Zarr v3 array at ``path``."""
-    shard = [min(SHARD, s) for s in shape]
     return {
         "driver": "zarr3",
         "kvstore": {"driver": "file", "path": str(path)},
@@ -59,7 +93,7 @@ def spec(path: Path, shape: tuple[int, ...]) -> dict[str, Any]:
         "metadata": {
             "shape": list(shape),
             "data_type": "uint16",
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": shard}},
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [min(SHARD, s) for s in shape]}},
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
             "fill_value": 0,
             "codecs": [{"name": "sharding_indexed", "configuration": {
@@ -72,22 +106,91 @@ def spec(path: Path, shape: tuple[int, ...]) -> dict[str, Any]:
     }
 
 
-def ts_write(path: Path, data: np.ndarray) -> float:
-    """Seconds to create the array at ``path`` and write ``data`` whole."""
+def ts_open(path: Path, shape: tuple[int, ...]) -> Put:
     import tensorstore as ts
 
+    arr = ts.open(ts_spec(path, shape)).result()
+
+    def put(z0: int, z1: int, slab: np.ndarray) -> None:
+        arr[z0:z1].write(slab).result()
+    return put
+
+
+def zarr_open(path: Path, shape: tuple[int, ...]) -> Put:
+    import zarr
+    import zarr.codecs
+    import zarr.storage
+
+    arr = zarr.create_array(store=zarr.storage.LocalStore(str(path)), shape=shape, dtype="uint16",
+                            chunks=(CHUNK,) * len(shape), shards=tuple(min(SHARD, s) for s in shape),
+                            compressors=zarr.codecs.ZstdCodec(level=3), fill_value=0, zarr_format=3)
+
+    def put(z0: int, z1: int, slab: np.ndarray) -> None:
+        arr[z0:z1] = slab
+    return put
+
+
+OPENERS: dict[str, Callable[[Path, tuple[int, ...]], Put]] = {"tensorstore": ts_open, "zarr": zarr_open}
+
+
+def timed_write(tool: str, path: Path, n: int, step: int) -> float:
+    """Seconds spent creating the array and writing it in ``step``-plane slabs."""
     t0 = time.perf_counter()
-    arr = ts.open(spec(path, data.shape)).result()
-    arr.write(data).result()
-    return time.perf_counter() - t0
+    put = OPENERS[tool](path, (n, *PLANE))
+    spent = time.perf_counter() - t0
+    for z0 in range(0, n, step):
+        slab = make_slab(z0, z0 + step)
+        t0 = time.perf_counter()
+        put(z0, z0 + step, slab)
+        spent += time.perf_counter() - t0
+    return spent
 
 
-def ts_read(path: Path) -> tuple[np.ndarray, float]:
+def verify(path: Path, n: int, whole: bool) -> str:
+    """'' if the array at ``path`` (read with tensorstore) holds the data, else what differs."""
     import tensorstore as ts
 
-    t0 = time.perf_counter()
-    out = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}).result().read().result()
-    return out, time.perf_counter() - t0
+    arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}).result()
+    if tuple(arr.shape) != (n, *PLANE) or arr.dtype.numpy_dtype != np.dtype("uint16"):
+        return f"shape/dtype {tuple(arr.shape)} {arr.dtype}"
+    blocks = range(0, n, CHUNK) if whole else sorted({0, CHUNK, n // 2 + 2 * CHUNK, n - CHUNK})
+    for z0 in blocks:
+        if not np.array_equal(arr[z0:z0 + CHUNK].read().result(), make_slab(z0, z0 + CHUNK)):
+            return f"planes {z0}..{z0 + CHUNK} differ"
+    return ""
+
+
+# -- the daemon ------------------------------------------------------------
+def polyfs_cmd() -> list[str]:
+    exe = Path(sys.executable).parent / "polyfs"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "polyfs"]
+
+
+def daemon_env(src: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def mount(store: Path, mnt: Path, log: Path, src: Path | None) -> str:
+    """Mount (daemonized); says whether the daemon took ``-o write_buffer_mb``."""
+    cmd = polyfs_cmd() + ["mount", str(store), str(mnt), "--log-file", str(log), "--log-level", "info"]
+    run = functools.partial(subprocess.run, check=False, capture_output=True, text=True, cwd=REPO, env=daemon_env(src))
+    first = run(cmd + ["-o", BUFFER_OPT])
+    if first.returncode == 0:
+        return f"with -o {BUFFER_OPT}"
+    log.unlink(missing_ok=True)  # the refusal is reported here, not as a daemon error
+    second = run(cmd)
+    if second.returncode != 0:
+        raise RuntimeError(f"mount failed: {second.stderr.strip()}")
+    return f"without -o {BUFFER_OPT} (refused: {first.stderr.strip()})"
+
+
+def umount(mnt: Path, src: Path | None) -> None:
+    r = subprocess.run(polyfs_cmd() + ["umount", str(mnt)], check=False, cwd=REPO, env=daemon_env(src))
+    if r.returncode != 0:
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
 
 
 def daemon_pid(mnt: Path) -> int | None:
@@ -106,60 +209,203 @@ def daemon_pid(mnt: Path) -> int | None:
     return None
 
 
-def peak_rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def du(top: Path) -> int:
-    return sum(p.stat().st_size for p in top.rglob("*") if p.is_file())
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mib", type=int, default=1024)
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench-write"))
-    args = ap.parse_args()
-    work: Path = args.workdir
-    store, mnt, log = work / "store", work / "mnt", work / "polyfs.log"
-    shutil.rmtree(work, ignore_errors=True)
-    store.mkdir(parents=True)
-    mnt.mkdir()
-    t = time.perf_counter()
-    data = make_data(args.size_mib)
-    print(f"generated {data.shape} uint16, {data.nbytes / 2**20:.0f} MiB in {time.perf_counter() - t:.1f} s; "
-          f"chunks {CHUNK}^3, shards {[min(SHARD, s) for s in data.shape]}, zstd 3", flush=True)
-
-    t_native = ts_write(work / "native.zarr", data)
-    print(f"native write done ({du(work / 'native.zarr') / 1e6:.0f} MB on disk)", flush=True)
-
-    subprocess.run([sys.executable, "-m", "polyfs", "mount", str(store), str(mnt), "--log-file", str(log)],
-                   check=True, cwd=REPO)
+def status_mib(pid: int | None, key: str = "VmHWM") -> float | None:
+    """A memory figure of /proc/PID/status (VmHWM: peak RSS; VmRSS: now), in MiB."""
     try:
-        pid = daemon_pid(mnt)
-        (mnt / "zarr" / "bench.zarr").mkdir()
-        view = mnt / "zarr" / "bench.zarr" / "arr"
-        t_mount = ts_write(view, data)
-        print(f"mount write done ({du(store) / 1e6:.0f} MB in the store)", flush=True)
-        back, t_read = ts_read(view)
-        same = back.shape == data.shape and bool(np.array_equal(back, data))
-        rss = peak_rss(pid) if pid else 0
-        r = t_mount / t_native
-        print()
-        print(f"tensorstore write, native zarr3   {t_native:8.2f} s  {data.nbytes / t_native / 1e6:7.0f} MB/s")
-        print(f"tensorstore write, polyfs mount   {t_mount:8.2f} s  {data.nbytes / t_mount / 1e6:7.0f} MB/s   "
-              f"ratio {r:.2f}  (target <= {TARGET}) -> {'OK' if r <= TARGET else 'SLOW'}")
-        print(f"read back through the mount      {t_read:8.2f} s  -> {'equal' if same else 'DIFFERENT'}")
-        if pid:
-            print(f"daemon peak memory (pid {pid})   {rss / 2**20:8.0f} MiB (VmHWM)")
-        else:
-            print("daemon peak memory: daemon pid not found")
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key + ":"))
+    except (OSError, TypeError, StopIteration):
+        return None
+
+
+def log_problems(log: Path) -> list[str]:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [ln for ln in lines if " WARNING " in ln or " ERROR " in ln or " CRITICAL " in ln]
+
+
+# -- one run ---------------------------------------------------------------
+@dataclass
+class Row:
+    tool: str
+    mode: str
+    size: int
+    native: list[float] = field(default_factory=list)
+    mount: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    mismatch: list[str] = field(default_factory=list)
+    arrays: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class SizeMemory:
+    size: int
+    buffer_note: str = ""
+    pid: int | None = None
+    after_mount: float | None = None
+    after_writes: float | None = None
+    after_read: float | None = None
+    store_mb: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def write_one(row: Row, side: str, path: Path, n: int, pid: int | None) -> None:
+    try:
+        if side == "mount":
+            path.parent.mkdir()  # a new domain
+        t = timed_write(row.tool, path, n, STEP[row.mode])
+    except Exception as exc:  # noqa: BLE001 - a failed write is a result, reported at the end
+        row.errors.append(f"{side}: {type(exc).__name__}: {exc}")
+        print(f"  {row.tool:11} {row.mode:7} {row.size} MiB {side:6}: FAILED {type(exc).__name__}: {exc}",
+              flush=True)
+        return
+    (row.native if side == "native" else row.mount).append(t)
+    if side == "mount":
+        row.arrays.append(path)
+    mem = f"   daemon VmHWM {fmt(status_mib(pid), '.0f')} MiB, VmRSS {fmt(status_mib(pid, 'VmRSS'), '.0f')} MiB"
+    print(f"  {row.tool:11} {row.mode:7} {row.size} MiB {side:6}: {t:7.2f} s  "
+          f"{n * 2**20 / t / 1e6:6.0f} MB/s{mem if side == 'mount' else ''}", flush=True)
+
+
+def verify_rows(rows: list[Row], n: int, whole: bool) -> None:
+    for row in rows:
+        for path in row.arrays:
+            try:
+                bad = verify(path, n, whole)
+            except Exception as exc:  # noqa: BLE001 - a failed read is a mismatch
+                bad = f"{type(exc).__name__}: {exc}"
+            if bad:
+                row.mismatch.append(f"{path.parent.name}: {bad}")
+        print(f"  {row.tool:11} {row.mode:7} {row.size} MiB read back ({'whole' if whole else 'sampled'}): "
+              f"{'; '.join(row.mismatch) or 'equal'}", flush=True)
+
+
+def bench_size(size: int, args: argparse.Namespace) -> tuple[list[Row], SizeMemory]:
+    work: Path = args.workdir
+    n = planes(size)
+    store, mnt, log, native = work / f"store-{size}", work / "mnt", work / f"polyfs-{size}.log", work / "native"
+    for d in (store, native):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    mnt.mkdir(exist_ok=True)
+    log.unlink(missing_ok=True)
+    rows = [Row(t, m, size) for t in args.tools for m in args.modes]
+    mem = SizeMemory(size)
+    print(f"\n== {size} MiB: ({n}, {PLANE[0]}, {PLANE[1]}) uint16, {n // SHARD * 8} shards per array", flush=True)
+    mem.buffer_note = mount(store, mnt, log, args.src)
+    print(f"mounted {mnt} {mem.buffer_note}; log {log}", flush=True)
+    try:
+        mem.pid = daemon_pid(mnt)
+        mem.after_mount = status_mib(mem.pid)
+        turn = 0
+        for rnd in range(args.rounds):
+            for row in rows:
+                name = f"{row.tool}-{row.mode}-r{rnd}"
+                sides = ["native", "mount"] if turn % 2 == 0 else ["mount", "native"]
+                turn += 1
+                for side in sides:
+                    if side == "native":
+                        write_one(row, side, native / f"{name}.zarr", n, mem.pid)
+                        shutil.rmtree(native / f"{name}.zarr", ignore_errors=True)
+                    else:
+                        write_one(row, side, mnt / "zarr" / f"{name}.zarr" / "arr", n, mem.pid)
+        mem.after_writes = status_mib(mem.pid)
+        mem.store_mb = sum(p.stat().st_size for p in store.rglob("*") if p.is_file()) / 1e6
+        verify_rows(rows, n, whole=size <= 256)
+        mem.after_read = status_mib(mem.pid)
+        if mem.pid is not None and not Path(f"/proc/{mem.pid}").exists():
+            print(f"  daemon pid {mem.pid} is gone", flush=True)
     finally:
-        subprocess.run([sys.executable, "-m", "polyfs", "umount", str(mnt)], cwd=REPO)
+        umount(mnt, args.src)
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(native, ignore_errors=True)
+    mem.problems = log_problems(log)
+    return rows, mem
+
+
+# -- report ----------------------------------------------------------------
+def fmt(x: float | None, spec: str = "8.2f") -> str:
+    return format(x, spec) if x is not None else "-".rjust(int(spec.split(".")[0] or 1))
+
+
+def report(rows: list[Row], mems: list[SizeMemory]) -> bool:
+    """Prints the tables; True when every write succeeded and read back equal."""
+    ok = True
+    print(f"\n{'tool':11} {'mode':7} {'MiB':>5} {'native s':>8} {'mount s':>8} {'ratio':>6} "
+          f"{'target':>7}  result")
+    for r in rows:
+        nat, mnt = (min(r.native) if r.native else None), (min(r.mount) if r.mount else None)
+        ratio = mnt / nat if nat and mnt else None
+        if r.errors or r.mismatch:
+            ok = False
+            verdict = "FAILED: " + "; ".join(r.errors + r.mismatch)
+        else:
+            verdict = "met" if ratio is not None and ratio <= TARGET else "NOT met"
+        print(f"{r.tool:11} {r.mode:7} {r.size:5} {fmt(nat)} {fmt(mnt)} {fmt(ratio, '6.2f')} "
+              f"{'<= ' + str(TARGET):>7}  {verdict}")
+    print(f"\n{'MiB':>5} {'VmHWM after writes':>19} {'after read-back':>16}  target <= {RSS_TARGET_MIB} MiB")
+    for m in mems:
+        hwm = m.after_writes
+        verdict = "pid not found" if hwm is None else ("met" if hwm <= RSS_TARGET_MIB else "NOT met")
+        print(f"{m.size:5} {fmt(hwm, '15.0f')} MiB {fmt(m.after_read, '12.0f')} MiB  {verdict}"
+              f"   (after mount {fmt(m.after_mount, '.0f')} MiB, store {m.store_mb:.0f} MB, pid {m.pid}, "
+              f"{m.buffer_note.split(' (')[0]})")
+    hwms = [(m.size, m.after_writes) for m in mems if m.after_writes is not None]
+    if len(hwms) > 1:
+        (s0, h0), (s1, h1) = hwms[0], hwms[-1]
+        print(f"growth {s0} -> {s1} MiB: {h1 - h0:+.0f} MiB -> "
+              f"{'not growing' if h1 <= 1.1 * h0 + 32 else 'GROWS with size'}")
+    for m in mems:
+        print(f"\ndaemon log, {m.size} MiB: {len(m.problems)} warning/error lines")
+        for line in m.problems[:8]:
+            print("  " + line[:300])
+    return ok
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1024,4096", help="MiB per array, comma separated")
+    ap.add_argument("--tools", default="tensorstore,zarr", help="tensorstore,zarr")
+    ap.add_argument("--modes", default="slab,aligned", help="slab (64 planes), aligned (256 planes)")
+    ap.add_argument("--rounds", type=int, default=1, help="writes per tool/mode/side; the best is kept")
+    ap.add_argument("--quick", action="store_true", help="CI smoke: 256 MiB, one round")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench-write"))
+    ap.add_argument("--src", type=Path, default=None,
+                    help="run the daemon from this polyfs source tree (PYTHONPATH), e.g. a git archive")
+    args = ap.parse_args()
+    args.sizes = [256] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
+    args.rounds = 1 if args.quick else max(1, args.rounds)
+    args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [t for t in args.tools if t not in OPENERS] + [m for m in args.modes if m not in STEP]
+    if unknown:
+        ap.error(f"unknown {unknown} (tools: tensorstore, zarr; modes: slab, aligned)")
+    if "zarr" in args.tools:
+        import zarr
+        if int(zarr.__version__.split(".")[0]) < 3:
+            ap.error(f"zarr-python {zarr.__version__}: need >= 3")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    work: Path = args.workdir
+    mounted = {ln.split()[1] for ln in Path("/proc/self/mounts").read_text().splitlines()}
+    if os.path.realpath(work / "mnt") in mounted:  # left by an interrupted run: never rmtree through it
+        umount(work / "mnt", args.src)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    import tensorstore  # noqa: F401 - fail early
+    rows: list[Row] = []
+    mems: list[SizeMemory] = []
+    for size in args.sizes:
+        r, m = bench_size(size, args)
+        rows += r
+        mems.append(m)
+    return 0 if report(rows, mems) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
