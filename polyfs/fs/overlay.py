@@ -35,6 +35,7 @@ exist here until the view shows them. Nothing here survives the daemon (SEMANTIC
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tempfile
 import threading
@@ -46,6 +47,8 @@ from typing import IO, Protocol
 from ..errors import PolyfsError
 from ..vfile import LiteralPiece, Segment, VFile
 from ..views.base import DirNode, FileNode, Node
+
+log = logging.getLogger(__name__)
 
 PAGE = 256 << 10
 
@@ -86,6 +89,7 @@ class WriteBudget:
         self._claimed: set[tuple[PendingFile, int]] = set()  # being spilled by some thread
         self._used = 0
         self._spilled = 0
+        self._told = False  # the first spill is logged once (an operator sizing write_buffer_mb)
 
     @property
     def used(self) -> int:
@@ -132,6 +136,10 @@ class WriteBudget:
                 if not victims:
                     return  # other threads are spilling what there is
                 self._claimed.update(victims)
+                tell, self._told = not self._told, True
+            if tell:
+                log.info("files being written hold more than %d MiB: spilling pages to %s",
+                         self.limit >> 20, self.scratch_dir or tempfile.gettempdir())
             try:
                 for f, p in victims:
                     f._spill(p)

@@ -340,3 +340,63 @@ def test_sigkill_mid_write_leaves_old_or_new_chunks(mount_store, store, tmp_path
     assert res.returncode == 0, res.stdout + res.stderr
     res = subprocess.run(polyfs_cmd("check", str(store), "--deep"), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "store is consistent" in res.stdout, res.stdout + res.stderr
+
+
+SHARD_WRITER = """
+import sys, numpy as np, tensorstore as ts
+t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": sys.argv[1]}}).result()
+for i in range(4):
+    for j in range(2):
+        block = np.random.default_rng(i * 2 + j).integers(0, 65535, (64, 128, 128), dtype="uint16")
+        t[i * 64:(i + 1) * 64, j * 128:(j + 1) * 128, :] = block
+        print(i, j, flush=True)  # acknowledged: the shard's rename (its ingest) has returned
+"""
+
+
+def test_sigkill_with_spilled_write_buffers_keeps_acknowledged_shards(mount_store, store, tmp_path):
+    """Write buffers far smaller than a shard (every shard spills to scratch): a SIGKILL mid-write
+    loses nothing acknowledged, leaves every inner chunk old or new, and no scratch file behind."""
+    scratch = tmp_path / "scratch"
+    m = mount_store(str(store), f"write_buffer_mb=1,scratch_dir={scratch}")
+    os.mkdir(m.path / "zarr" / "spill.zarr")
+    path = m.path / "zarr" / "spill.zarr" / "a"
+    ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)},
+             "metadata": {"shape": [256, 256, 128], "data_type": "uint16",
+                          "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [64, 128, 128]}},
+                          "codecs": [{"name": "sharding_indexed", "configuration": {
+                              "chunk_shape": [32, 64, 64],
+                              "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                         {"name": "zstd", "configuration": {"level": 1}}]}}]},
+             "create": True}).result()
+    writer = subprocess.Popen([sys.executable, "-c", SHARD_WRITER, str(path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    acked = []
+    for _ in range(3):  # three shards acknowledged, then the daemon dies mid-way through the rest
+        line = writer.stdout.readline()
+        assert line, writer.stderr.read()
+        acked.append(tuple(int(x) for x in line.split()))
+    os.kill(_daemon_pid(m.path), signal.SIGKILL)
+    writer.wait(60)
+    res = subprocess.run(polyfs_cmd("umount", str(m.path)), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "spilling pages to" in m.log_text()  # the shards did not fit the 1 MiB of buffers
+    assert not list(scratch.iterdir())  # scratch files are unlinked at birth: nothing survives the kill
+    m.start()
+    got = zarr.open_array(str(path), mode="r")[:]
+    for i, j in np.ndindex(4, 2):
+        want = np.random.default_rng(i * 2 + j).integers(0, 65535, (64, 128, 128), dtype="uint16")
+        have = got[i * 64:(i + 1) * 64, j * 128:(j + 1) * 128, :]
+        if (i, j) in acked:
+            np.testing.assert_array_equal(have, want)
+            continue
+        for a, b, c in np.ndindex(2, 2, 2):  # unacknowledged: each inner chunk old (fill 0) or new
+            sl = (slice(a * 32, (a + 1) * 32), slice(b * 64, (b + 1) * 64), slice(c * 64, (c + 1) * 64))
+            assert np.array_equal(have[sl], want[sl]) or not have[sl].any(), (i, j, a, b, c)
+    m.stop()
+    res = subprocess.run(polyfs_cmd("check", str(store), "--deep"), capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        res = subprocess.run(polyfs_cmd("check", str(store), "--repair"), capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        res = subprocess.run(polyfs_cmd("check", str(store), "--deep"), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "store is consistent" in res.stdout, res.stdout + res.stderr
