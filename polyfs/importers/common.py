@@ -15,10 +15,11 @@ import os
 import sys
 import zlib
 from collections import deque
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -373,6 +374,30 @@ def read_json_object(f: Path) -> dict[str, Any]:
         raise SourceError(f, exc.strerror or exc) from None
     except ValueError as exc:
         raise SourceError(f, exc) from None
+
+
+@contextmanager
+def source_errors(err: Callable[[object], SourceError]) -> Iterator[None]:
+    """Whatever reading a source raises becomes one SourceError (``err(cause)``) naming it:
+    polyfs's own errors by their message, library errors by their type and message."""
+    try:
+        yield
+    except SourceError:
+        raise
+    except PolyfsError as exc:
+        raise err(exc) from None
+    except Exception as exc:  # numcodecs, zlib, h5py, tifffile, tensorstore, zarr-python raise many kinds
+        raise err(f"{type(exc).__name__}: {exc}") from None
+
+
+def write_plans(plans: Sequence[Any], write: Callable[[Any, "Progress"], None], name: str, progress: bool) -> None:
+    """Write every planned dataset (each has ``nchunks``) under one progress bar."""
+    bar = Progress(sum(p.nchunks for p in plans), name, progress)
+    try:
+        for p in plans:
+            write(p, bar)
+    finally:
+        bar.close()
 
 
 def source_error(path: object, exc: BaseException, what: str = "") -> SourceError:

@@ -458,6 +458,17 @@ class Hierarchy:
 
         return DirNode(name, load, ds.last_modified or None)
 
+    def shown_metadata(self, ds: Dataset, path: str) -> bytes:
+        """The array's metadata file as this view serves it (what a later writer reads)."""
+        plan = self.plan(ds, path)
+        if plan is None:
+            raise UnsupportedType(f"{self.where(path)} is not shown in this view")
+        return dumps(plan.metadata())
+
+    def shown_attributes(self, obj: Group | Dataset, path: str, skip: tuple[str, ...]) -> dict[str, Any]:
+        """The user attributes this view shows for ``obj``."""
+        return attributes_json(obj, self.paths, self.where(path), skip=skip)
+
     def group_attributes(self, group: Group, path: str, skip: tuple[str, ...] = RESERVED) -> dict[str, Any]:
         attrs = attributes_json(group, self.paths, self.where(path), skip=skip)
         links = links_json(self.model, path, self.aliases.get(path, []), self.paths, self.suffix)

@@ -29,7 +29,7 @@ from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
 from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
-from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
+from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
 
 log = logging.getLogger(__name__)
@@ -207,19 +207,12 @@ class HDF5Importer:
         except (OSError, ValueError) as exc:
             raise self.err("", f"not a readable HDF5 file ({exc})") from None
         self.file = f
-        try:
-            with f:
-                self._walk(f)
-                self._plan()
-                self._create()
-                self._attributes()
-                self._data()
-        except SourceError:
-            raise
-        except PolyfsError as exc:
-            raise self.err("", exc) from None
-        except Exception as exc:  # h5py, numpy and zlib raise many kinds; one line names them
-            raise self.err("", f"{type(exc).__name__}: {exc}") from None
+        with source_errors(lambda cause: self.err("", cause)), f:
+            self._walk(f)
+            self._plan()
+            self._create()
+            self._attributes()
+            self._data()
 
     # -- pass 1: the graph --------------------------------------------------------
     @staticmethod

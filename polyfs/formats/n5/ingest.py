@@ -83,17 +83,12 @@ class N5Ingester:
     def shown(self, t: Any, ds: Dataset) -> ArrayWrite:
         from .view import N5Domain
 
-        where = f"{t.domain}:{t.h5path}"
-        plan = N5Domain(t.model, self.ctx).dataset_plan(ds, t.h5path)
-        if plan is None:
-            raise UnsupportedType(f"{where} is not shown in the N5 view")
-        got = parse(hdmf.dumps(plan.metadata()), where)
+        got = parse(N5Domain(t.model, self.ctx).shown_metadata(ds, t.h5path), f"{t.domain}:{t.h5path}")
         assert isinstance(got, ArrayWrite)
         return got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
-        h = hdmf.Hierarchy(t.model, FORMAT.suffix)
-        return hdmf.attributes_json(obj, h.paths, h.where(t.h5path), skip=self.skip_attributes)
+        return hdmf.Hierarchy(t.model, FORMAT.suffix).shown_attributes(obj, t.h5path, self.skip_attributes)
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
         if len(rest) != len(decl.shape) or not all(p.isdigit() for p in rest):

@@ -25,12 +25,12 @@ import numpy as np
 
 from ...codecs.pipeline import Pipeline, gzip_to_zlib
 from ...codecs.registry import DEFLATE, ZSTD, Filter
-from ...errors import CodecError, PolyfsError, SourceError
+from ...errors import CodecError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
 from .spec import META, RESERVED, compression_of, numpy_dtype, parse_block_header
-from ...importers.common import (ChunkSink, ImportOptions, Progress, padded, read_json_object,
+from ...importers.common import (source_errors, write_plans, ChunkSink, ImportOptions, Progress, padded, read_json_object,
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...codecs.sniff import zstd_has_content_size
 
@@ -63,7 +63,7 @@ class N5Importer:
         return read_json_object(f) if f.exists() else {}
 
     def run(self) -> None:
-        try:
+        with source_errors(lambda cause: self.err(self.path, cause)):
             plans: list[_Plan] = []
             root = self.attrs_of(self.path)
             if "dimensions" in root:
@@ -71,18 +71,7 @@ class N5Importer:
             else:
                 set_json_attrs(self.writer, self.writer.root, root, skip=("n5",))
                 self._walk(self.path, self.writer.root, plans)
-            bar = Progress(sum(p.nchunks for p in plans), self.path.name, self.opts.progress)
-            try:
-                for p in plans:
-                    self._write(p, bar)
-            finally:
-                bar.close()
-        except SourceError:
-            raise
-        except PolyfsError as exc:
-            raise self.err(self.path, exc) from None
-        except Exception as exc:  # library errors (numcodecs, zlib, tensorstore, zarr-python)
-            raise self.err(self.path, f"{type(exc).__name__}: {exc}") from None
+            write_plans(plans, self._write, self.path.name, self.opts.progress)
 
     def _walk(self, node: Path, group, plans: list[_Plan]) -> None:
         for child in sorted(p for p in node.iterdir() if p.is_dir() and not p.name.startswith(".")):

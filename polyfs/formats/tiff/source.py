@@ -32,11 +32,11 @@ import numpy as np
 
 from ...codecs.registry import DEFLATE, ZSTD, Filter
 from ...codecs.sniff import sniff
-from ...errors import PolyfsError, SourceError
+from ...errors import SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
+from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  padded, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...model.jsonattrs import json_attribute
@@ -116,17 +116,10 @@ class TiffImporter:
             tif = tifffile.TiffFile(self.path)
         except Exception as exc:  # tifffile raises many kinds for broken headers
             raise self.err("", f"not a readable TIFF file ({type(exc).__name__}: {exc})") from None
-        try:
-            with tif:
-                self.size = os.fstat(tif.filehandle.fileno()).st_size if hasattr(tif.filehandle, "fileno") \
-                    else self.path.stat().st_size
-                self._import(tif)
-        except SourceError:
-            raise
-        except PolyfsError as exc:
-            raise self.err("", exc) from None
-        except Exception as exc:  # tifffile, imagecodecs and zlib raise many kinds
-            raise self.err("", f"{type(exc).__name__}: {exc}") from None
+        with source_errors(lambda cause: self.err("", cause)), tif:
+            self.size = os.fstat(tif.filehandle.fileno()).st_size if hasattr(tif.filehandle, "fileno") \
+                else self.path.stat().st_size
+            self._import(tif)
 
     # -- planning ---------------------------------------------------------------------
     def _import(self, tif) -> None:

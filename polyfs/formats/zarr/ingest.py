@@ -120,17 +120,12 @@ class ZarrIngester:
     def shown(self, t: Any, ds: Dataset) -> ArrayWrite:
         from .view import ZarrDomain
 
-        where = f"{t.domain}:{t.h5path}"
-        plan = ZarrDomain(t.model, self.ctx).array_plan(ds, t.h5path)
-        if plan is None:
-            raise UnsupportedType(f"{where} is not shown in the Zarr view")
-        got = parse(hdmf.dumps(plan.metadata()), where)
+        got = parse(ZarrDomain(t.model, self.ctx).shown_metadata(ds, t.h5path), f"{t.domain}:{t.h5path}")
         assert isinstance(got, ArrayWrite)
         return got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
-        h = hdmf.Hierarchy(t.model, FORMAT.suffix)
-        return hdmf.attributes_json(obj, h.paths, h.where(t.h5path), skip=hdmf.RESERVED)
+        return hdmf.Hierarchy(t.model, FORMAT.suffix).shown_attributes(obj, t.h5path, self.skip_attributes)
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
         keys, _ = decl.layout

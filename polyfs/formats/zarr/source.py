@@ -32,7 +32,7 @@ from ...errors import CodecError, PolyfsError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (ChunkSink, ImportOptions, Progress, big_endian, read_json_object,
+from ...importers.common import (source_errors, write_plans, ChunkSink, ImportOptions, Progress, big_endian, read_json_object,
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
@@ -77,7 +77,7 @@ class ZarrImporter:
 
     # -- walk -------------------------------------------------------------------------
     def run(self) -> None:
-        try:
+        with source_errors(lambda cause: self.err(self.path, cause)):
             plans: list[_ArrayPlan] = []
             root = self.load_meta(self.path)
             if root["node_type"] == "array":
@@ -85,18 +85,7 @@ class ZarrImporter:
             else:
                 self._attrs(self.writer.root, root, self.path)
                 self._walk(self.path, self.writer.root, plans)
-            bar = Progress(sum(p.nchunks for p in plans), self.path.name, self.opts.progress)
-            try:
-                for p in plans:
-                    self._write(p, bar)
-            finally:
-                bar.close()
-        except SourceError:
-            raise
-        except PolyfsError as exc:
-            raise self.err(self.path, exc) from None
-        except Exception as exc:  # library errors (numcodecs, zlib, tensorstore, zarr-python)
-            raise self.err(self.path, f"{type(exc).__name__}: {exc}") from None
+            write_plans(plans, self._write, self.path.name, self.opts.progress)
 
     def _attrs(self, obj, meta: dict, node: Path) -> None:
         attrs = meta.get("attributes") or {}
