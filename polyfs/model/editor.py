@@ -268,9 +268,9 @@ class DomainEditor:
         crcs = []
         deflate = _deflate_last(self.catalog.declared_pipeline(ds))
         sizes: dict[int, int] = {}
+        self.store.put_many([(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)), data)
+                             for coords, data in items])
         for coords, data in items:
-            key = keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,))
-            self.store.put(key, data)
             linear = int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid))
             sizes[linear] = len(data)
             if deflate:

@@ -88,6 +88,15 @@ class Store(abc.ABC):
     def put(self, key: str, data: bytes) -> None:
         """Write the whole object atomically: readers see old or new, never a part."""
 
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Write several objects, each atomically (not the batch: a crash may leave some new);
+        on error some may have been written. Backends batch what they can (durability
+        barriers, requests in flight). Keys are all checked before anything is written."""
+        for key, _ in items:
+            check_key(key)
+        for key, data in items:
+            self.put(key, data)
+
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; missing objects are not an error."""

@@ -14,10 +14,13 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, Sequence
 
 from ..errors import ChunkChanged, NotFound, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
+
+_PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-put")  # fsyncs overlap, not queue
 
 TMP_PREFIX = ".polyfs-tmp-"
 _NOWAIT = getattr(os, "RWF_NOWAIT", 0)
@@ -135,17 +138,7 @@ class LocalStore(Store):
         self._writable()
         path = self._path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            tmp = self._stage((key, data))
             try:
                 os.replace(tmp, path)
             except BaseException:
@@ -154,6 +147,58 @@ class LocalStore(Store):
             self._fsync_dir(path.parent)
         except OSError as exc:
             raise StoreError(f"{key}: cannot write: {exc.strerror or exc}") from None
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Each object as :meth:`put` does (temp file, fsync, rename), the temp files written and
+        fsync'ed in parallel and each directory fsync'ed once after all the renames."""
+        if len(items) <= 1:
+            for key, data in items:
+                self.put(key, data)
+            return
+        self._writable()
+        for key, _ in items:
+            check_key(key)
+        futures = [_PUT_POOL.submit(self._stage, item) for item in items]
+        temps: list[Path | None] = []
+        failure: OSError | None = None
+        for f in futures:  # wait for every temp file, so a failure leaves none behind
+            try:
+                temps.append(f.result())
+            except OSError as exc:
+                temps.append(None)
+                failure = failure or exc
+        try:
+            if failure is not None:
+                raise failure
+            for (key, _), tmp in zip(items, temps):
+                os.replace(tmp, self._path(key))  # type: ignore[arg-type]
+            for parent in {self._path(key).parent for key, _ in items}:
+                self._fsync_dir(parent)
+        except OSError as exc:
+            for tmp in temps:
+                if tmp is not None:
+                    tmp.unlink(missing_ok=True)  # renamed ones are gone already
+            raise StoreError(f"{items[0][0]}...: cannot write {len(items)} objects: {exc.strerror or exc}") from None
+
+    def _stage(self, item: tuple[str, bytes]) -> Path:
+        """A durable temp file beside the object's final name."""
+        key, data = item
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return tmp
 
     @staticmethod
     def _fsync_dir(path: Path) -> None:

@@ -9,6 +9,7 @@ options first, then the usual AWS environment variables
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlparse
 
@@ -20,6 +21,9 @@ def _obstore():
     import obstore  # imported lazily: only S3 users pay for it
 
     return obstore
+
+
+_PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-s3put")
 
 
 class S3Store(Store):
@@ -130,6 +134,12 @@ class S3Store(Store):
             _obstore().put(self._s, key, bytes(data), use_multipart=False)
         except Exception as exc:
             raise self._err(key, exc) from None
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Single PUTs, several in flight."""
+        for key, _ in items:
+            check_key(key)
+        list(_PUT_POOL.map(lambda item: self.put(*item), items))
 
     def delete(self, key: str) -> None:
         self._writable()

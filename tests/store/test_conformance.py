@@ -123,6 +123,17 @@ def test_concurrent_puts_are_atomic(store):
     assert store.get("race") in versions
 
 
+def test_put_many(store):
+    items = [(f"d/{i % 3}/c{i}", bytes([i]) * (i + 1)) for i in range(20)]
+    store.put_many(items)
+    for key, data in items:
+        assert store.get(key) == data
+    store.put_many([("d/0/c0", b"new"), ("d/1/c1", b"")])  # replaced atomically, empty allowed
+    assert store.get("d/0/c0") == b"new" and store.get("d/1/c1") == b""
+    with pytest.raises(InvalidInput):
+        store.put_many([("ok/k", b"x"), ("bad//k", b"y")])
+
+
 def test_read_only(store, tmp_path):
     store.put("k", b"v")
     ro = open_store(store.url if not store.url.startswith("file://") else store.url[7:], read_only=True)
