@@ -101,6 +101,43 @@ class Ingester(Protocol):
         ...
 
 
+class WrittenFile(ByteSource, Protocol):
+    """A flushed file being written over its view file: which ranges still read the view's bytes."""
+
+    def untouched(self, off: int, n: int) -> bool:
+        """True iff ``[off, off+n)`` still reads exactly the view file's bytes."""
+        ...
+
+
+@dataclass
+class DocumentChanges:
+    """What a flushed document file (a whole-domain HDF5 file, a TIFF image) changes in the store.
+    Everything is validated by the ingester before it is returned; the service commits it."""
+
+    objects: list[Any] = field(default_factory=list)  # model.changes.ObjectChange, one per changed object
+    puts: dict[str, list[tuple[tuple[int, ...], bytes]]] = field(default_factory=dict)  # dataset id -> chunks
+    deletes: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)  # dataset id -> chunk coords
+
+    def is_empty(self) -> bool:
+        return not (self.objects or any(self.puts.values()) or any(self.deletes.values()))
+
+
+class DocumentIngester(Protocol):
+    """A view whose files are whole documents (HDF5, TIFF): a flushed file is read as a whole by
+    the format's own library and compared with the model (pure: no store writes)."""
+
+    document: bool  # True: the service hands over whole files (no metadata/chunk files)
+
+    def is_document(self, t: "Target") -> bool:
+        """Whether a path of this view is a document the ingester reads (else: refused)."""
+        ...
+
+    def document_changes(self, t: "Target", src: WrittenFile, where: str) -> DocumentChanges:
+        """The changes a flushed document makes; InvalidInput/UnsupportedType naming the cause,
+        and nothing is committed, when the store cannot hold what it says."""
+        ...
+
+
 def file_members(pos: tuple[int, ...], per: tuple[int, ...], grid: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
     """Local C-order number -> grid coordinates of the chunks a chunk file at ``pos`` covers."""
     out = {}

@@ -44,7 +44,8 @@ from ..views import hdmf
 from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths
 from .chunkin import stored_dtype, to_stored
-from .protocol import ArrayWrite, ByteSource, GroupWrite, Ingester, WrittenChunk, file_members
+from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, Ingester, WrittenChunk, WrittenFile,
+                       file_members)
 from .router import Router, Target
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class WriteService:
     def is_ingestible(self, path: str) -> bool:
         """True when a file at ``path`` would change the store on flush (else it is scratch)."""
         t = self.route(path)
+        if t.domain is not None and _is_document(self.ingester(t)):
+            return self.ingester(t).is_document(t)  # type: ignore[attr-defined]
         if t.domain is None or not t.rest:
             return False
         if t.rest == [self.ingester(t).meta_name]:
@@ -222,6 +225,9 @@ class WriteService:
         """Apply a whole file written at ``path`` by process ``writer``; ``base_time`` is when
         the writer last read it (or opened it for writing)."""
         t = self.route(path)
+        if t.domain is not None and _is_document(self.ingester(t)):
+            self._document(t, self.ingester(t), src, path)  # type: ignore[arg-type]
+            return
         if t.domain is None or not t.rest:
             raise NotPermitted(f"{path}: only metadata and chunk files can be written here")
         ing = self.ingester(t)
@@ -235,6 +241,24 @@ class WriteService:
             raise NotPermitted(f"{path}: not a chunk file of {t.domain}:{t.h5path}")
         with self._lock_for(cf.lock_key):
             self._chunks(cf, ing, src, path, base_time, writer)
+
+    def _document(self, t: Target, ing: DocumentIngester, src: WrittenFile, where: str) -> None:
+        """A whole document: its changes, validated by the ingester, committed under the domain's
+        lock: each object's metadata once (a dataset grows before chunks land past its old
+        extent), then the chunks."""
+        assert t.domain is not None and t.model is not None
+        if not ing.is_document(t):
+            raise NotPermitted(f"{where}: not a file of this view that can be written")
+        with self.editor.lock(t.domain):
+            changes = ing.document_changes(t, src, where)
+            if changes.is_empty():
+                return
+            for change in changes.objects:
+                self.editor.apply(t.domain, change)
+            model = self.catalog.load(t.domain)
+            for ds_id in set(changes.puts) | set(changes.deletes):
+                self.editor.put_chunks(t.domain, model.datasets[ds_id], changes.puts.get(ds_id, []),
+                                       changes.deletes.get(ds_id, []))
 
     def _lock_for(self, key: tuple) -> threading.Lock:
         with self._guard:
@@ -427,6 +451,10 @@ class WriteService:
                 self._superseded.move_to_end(key)
                 while len(self._superseded) > HISTORY:
                     self._superseded.popitem(last=False)
+
+
+def _is_document(ing: Any) -> bool:
+    return bool(getattr(ing, "document", False))
 
 
 def bounded_map(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:
