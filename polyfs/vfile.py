@@ -175,6 +175,18 @@ class VFile:
             self.offsets.append(self.offsets[-1] + s.length)
         self.size = self.offsets[-1]
 
+    def object_keys(self) -> set[str]:
+        """The stored objects this file shows (what a reader of it has seen; no I/O)."""
+        out: set[str] = set()
+        for seg in self.segments:
+            if isinstance(seg, ChunkRun):
+                out.update(seg.index.key(int(lin)) for lin in seg.linear)
+            elif isinstance(seg, Stored):
+                out.add(seg.key)
+            elif isinstance(seg, Produced) and isinstance(getattr(seg.producer, "key", None), str):
+                out.add(seg.producer.key)
+        return out
+
     def plan(self, offset: int, size: int) -> list[Piece]:
         end = min(offset + size, self.size)
         out: list[Piece] = []

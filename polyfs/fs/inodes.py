@@ -23,6 +23,7 @@ class InodeEntry:
     lookups: int = 0
     served: object = None  # the VFile last opened through this inode (page-cache decisions)
     version: int = 0  # the write version of the tree ``node`` was resolved at
+    replaced_at: float | None = None  # another file was renamed over this one's path (its bytes are older)
 
 
 class InodeTable:
@@ -80,15 +81,18 @@ class InodeTable:
         with self._lock:
             return list(self._by_ino.values())
 
-    def rename(self, old: str, new: str) -> None:
-        """A file renamed through the mount keeps its inode under the new path."""
+    def rename(self, old: str, new: str, replaced_at: float) -> None:
+        """A file renamed through the mount keeps its inode under the new path. The inode it
+        replaced keeps the path too (an open through a path walk that raced the rename gets
+        the file there now) and remembers when it was replaced: whatever was read through it
+        is at most that new."""
         with self._lock:
             ino = self._by_path.pop(old, None)
             if ino is None:
                 return
             stale = self._by_path.pop(new, None)
             if stale is not None and stale in self._by_ino:
-                self._by_ino[stale].path = f"\0replaced:{stale}"
+                self._by_ino[stale].replaced_at = replaced_at
             self._by_path[new] = ino
             self._by_ino[ino].path = new
 

@@ -24,6 +24,7 @@ from .errmap import fuse_errors
 from .overlay import PendingDir, PendingFile
 from .writeops import WriteHandle, WriteSide
 from ..reader import Reader
+from ..vfile import VFile
 from ..views.base import DirNode, FileNode, Node
 from .inodes import ROOT_INODE, InodeEntry, InodeTable
 
@@ -212,6 +213,9 @@ class Operations(pyfuse3.Operations):
     async def lookup(self, parent_inode: int, name: bytes, ctx=None) -> pyfuse3.EntryAttributes:
         text = os.fsdecode(name)
         at = time.time()
+        parent = self.inodes.get(parent_inode)
+        if parent.version != self.version:
+            await self._refresh(parent)  # a directory re-rendered since: look up in the new one
         try:
             if self._cheap_child(parent_inode, text):
                 return self._lookup_sync(parent_inode, text)
@@ -219,7 +223,9 @@ class Operations(pyfuse3.Operations):
         except NotFound:
             if self.writes is not None and ctx is not None:
                 # a writer that found no file has seen "no chunks": the base of what it writes next
-                self.writes.note_read_open(ctx.pid, self.inodes.child_path(self.inodes.get(parent_inode), text), at)
+                path = self.inodes.child_path(self.inodes.get(parent_inode), text)
+                self.writes.note_read_open(ctx.pid, path, at)
+                self.writes.note_read_file(ctx.pid, path, VFile([]))
             raise
 
     @fuse_errors
@@ -312,6 +318,8 @@ class Operations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx) -> pyfuse3.FileInfo:
         entry = self.inodes.get(inode)
         opened_at = time.time()  # before resolving: a read-modify-write's base (writeops.py)
+        if entry.replaced_at is not None:  # a file another was renamed over: its bytes are that old
+            opened_at = min(opened_at, entry.replaced_at)
         if entry.version != self.version or (self.volatile(entry.path) and not flags & _WRITE_FLAGS):
             await self._refresh(entry)  # a domain being written: always the newest layout
         if entry.node.is_dir:
@@ -323,11 +331,18 @@ class Operations(pyfuse3.Operations):
             self.writes.note_read_open(ctx.pid, entry.path, opened_at)
         live = isinstance(entry.node, PendingFile)
         vfile = entry.node.vfile() if entry.node.built and not live else await self._thread(entry.node.vfile)
+        if self.writes is not None and not live:
+            self.writes.note_read_file(ctx.pid, entry.path, vfile)
         fh = self._new_fh(_FileHandle(entry, vfile, live))
         # The kernel keeps its page cache across opens while the file is unchanged;
-        # a re-planned file (new VFile) drops it, so nobody sees the old layout.
+        # a re-planned file (new VFile) drops it, so nobody sees the old layout. Files of a
+        # domain written through this mount bypass it: the page cache is one per inode, and a
+        # reader still on the old layout would fill it with old bytes under a new reader's feet
+        # (whose read-modify-write would then write them back).
         unchanged = entry.served is vfile
         entry.served = vfile
+        if self.volatile(entry.path):
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
         return pyfuse3.FileInfo(fh=fh, keep_cache=unchanged, direct_io=False)
 
     @fuse_errors

@@ -34,7 +34,6 @@ exist here until the view shows them. Nothing here survives the daemon (SEMANTIC
 """
 from __future__ import annotations
 
-import io
 import logging
 import os
 import tempfile
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 from ..errors import PolyfsError
+from ..writes.protocol import SourceReader
 from ..vfile import LiteralPiece, Segment, VFile
 from ..views.base import DirNode, FileNode, Node
 
@@ -167,36 +167,6 @@ class _Live(Segment):
         out.append(LiteralPiece(data))
 
 
-class PendingReader(io.RawIOBase):
-    """A read-only, seekable file object over a pending file (for ingest, h5py, tifffile)."""
-
-    def __init__(self, f: PendingFile) -> None:
-        self._f = f
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:  # type: ignore[override]
-        data = self._f.read(self._pos, len(b))
-        b[:len(data)] = data
-        self._pos += len(data)
-        return len(data)
-
-    def seek(self, off: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._f.size()}[whence]
-        if base + off < 0:
-            raise ValueError("negative seek position")
-        self._pos = base + off
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-
 class PendingFile(FileNode):
     """A file as its writers left it: dirty pages over an optional base file."""
 
@@ -234,13 +204,9 @@ class PendingFile(FileNode):
         """A view of the current bytes (length fixed now); its reads go through :meth:`read`."""
         return VFile([_Live(self, self._size)])
 
-    def open_reader(self) -> PendingReader:
+    def open_reader(self) -> SourceReader:
         """Stream the file (ingest, format libraries) without holding it whole in memory."""
-        return PendingReader(self)
-
-    def contents(self) -> bytes:
-        """The whole file in memory: for small files only (metadata JSON); stream big ones."""
-        return self.read(0, self._size)
+        return SourceReader(self)
 
     # -- data ----------------------------------------------------------------------------------------
     def _check(self) -> None:

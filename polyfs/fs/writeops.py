@@ -35,12 +35,15 @@ log = logging.getLogger(__name__)
 
 
 class WriteHandle:
-    """An open file description that may write."""
+    """An open file description that may write. Who opened it, and the base of its
+    read-modify-write, belong to the open, not to the file: two processes may open one
+    chunk file in turn while the first one's release is still on its way."""
 
-    def __init__(self, entry: InodeEntry, pending: PendingFile, pid: int) -> None:
+    def __init__(self, entry: InodeEntry, pending: PendingFile, writer: int, base_time: float) -> None:
         self.entry = entry
         self.pending = pending
-        self.pid = pid
+        self.writer = writer
+        self.base_time = base_time
 
 
 class ViewFile:
@@ -117,9 +120,11 @@ class WriteSide:
         self.fs = fs
         self.inodes = fs.inodes
         self.service = service
+        service.on_change = fs.bump
         self.overlay = Overlay()
         self.budget = budget or WriteBudget()
         self._read_at: dict[tuple[int, str], float] = {}
+        self._seen: dict[tuple[int, str], list[VFile]] = {}  # (process, path) -> the files it read there
         self._tgids: dict[int, int] = {}
         self._volatile: tuple[str, ...] = ()  # view paths of domains written through this mount
         self._invalidator = Invalidator()
@@ -165,11 +170,25 @@ class WriteSide:
             self._tgids[tid] = tgid
         return tgid
 
+    def note_read_file(self, pid: int, path: str, vfile: VFile) -> None:
+        """The stored objects a process saw in a file it read (since it last wrote it): a
+        chunk it leaves out of what it writes back is deleted only if it had seen it."""
+        if len(self._seen) > 10_000:
+            self._seen.clear()
+        self._seen.setdefault((self.process_of(pid), path), []).append(vfile)  # keys listed at ingest
+
     def note_read_open(self, pid: int, path: str, at: float) -> None:
-        """When a process last read a chunk file: the base of its read-modify-write."""
-        self._read_at[(self.process_of(pid), path)] = at
+        """When a process first read a chunk file since it last wrote it: the base of its
+        read-modify-write. The *first* read, because a tool may read a shard's index and its
+        chunks in several opens: what it writes back reflects the oldest of them."""
         if len(self._read_at) > 100_000:
             self._read_at.clear()
+        pending = self.overlay.get(path)
+        if isinstance(pending, PendingFile) and pending.ingest:
+            # another process is writing it: what this one reads is that file, which shows the
+            # store as it was when *that* writer read it
+            at = min(at, pending.base_time)
+        self._read_at.setdefault((self.process_of(pid), path), at)
 
     def _pending_for(self, entry: InodeEntry, flags: int, pid: int) -> PendingFile:
         """The file's pending state, opened once more (``opens`` counts under the overlay's
@@ -184,6 +203,8 @@ class WriteSide:
                 node.truncate(0)
             return node
         base_time = self._read_at.get((self.process_of(pid), path), time.time())
+        if isinstance(entry.node, PendingFile):  # retired since (stored, or refused): the view's file now
+            entry.node = self.fs.resolve(path)
         base = None
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
             base = ViewFile(self.fs.reader, entry.node.vfile())  # read on demand, never copied whole
@@ -211,17 +232,25 @@ class WriteSide:
         p.discard()
         self.fs.bump()
 
-    def _ingest(self, pending: PendingFile, path: str | None = None) -> None:
-        """Hand a dirty buffer to the write service (in a worker thread)."""
+    def _ingest(self, pending: PendingFile, path: str | None = None, writer: int | None = None,
+                base_time: float | None = None) -> None:
+        """Hand a dirty file to the write service (in a worker thread), as written by ``writer``
+        (default: the process that made the file) whose read-modify-write began at ``base_time``."""
         target = path or pending.path
         if not pending.dirty or not (pending.ingest or path is not None):
             return
+        writer = pending.writer if writer is None else writer
+        base_time = pending.base_time if base_time is None else base_time
         try:
-            self.service.ingest(target, pending, pending.base_time, pending.writer)
+            read = self._seen.get((writer, target))
+            seen = set().union(*(vf.object_keys() for vf in read)) if read is not None else None
+            self.service.ingest(target, pending, base_time, writer, seen)
         except Exception:
             pending.dirty = False  # refused: the writer hears it from this flush, not again at release
             raise
         pending.dirty = False
+        self._read_at.pop((writer, target), None)  # its next read-modify-write starts anew
+        self._seen.pop((writer, target), None)
         self._changed(target)
 
     # -- opening for write ------------------------------------------------------------------
@@ -229,8 +258,11 @@ class WriteSide:
         self._writable(entry.path)
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
+        writer = self.process_of(ctx.pid)
+        base_time = self._read_at.get((writer, entry.path), time.time())
         pending = await self.fs.run(self._pending_for, entry, flags, ctx.pid)
-        fh = self.fs.new_fh(WriteHandle(entry, pending, ctx.pid))
+        pending.base_time = min(pending.base_time, base_time)  # its bytes are as old as its oldest writer's view
+        fh = self.fs.new_fh(WriteHandle(entry, pending, writer, base_time))
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
@@ -274,7 +306,7 @@ class WriteSide:
 
     async def flush_handle(self, handle: Any) -> None:
         if isinstance(handle, WriteHandle) and handle.pending.dirty and handle.pending.ingest:
-            await self.fs.run(self._ingest, handle.pending)
+            await self.fs.run(self._ingest, handle.pending, None, handle.writer, handle.base_time)
 
     async def release_handle(self, handle: Any) -> None:
         if not isinstance(handle, WriteHandle):
@@ -377,13 +409,14 @@ class WriteSide:
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{src} -> {dst}: only files being written can be renamed; tools copy instead")
         ingest = await self.fs.run(self.service.is_ingestible, dst)
+        started = time.time()
         if ingest:
             node.dirty = True
             # the writer's read-modify-write began when it last read the target, not the temporary
             node.base_time = self._read_at.get((self.process_of(ctx.pid), dst), node.base_time)
             await self.fs.run(self._ingest, node, dst)
             self.overlay.drop(src)
-            self.inodes.rename(src, dst)
+            self.inodes.rename(src, dst, started)
             old = self.overlay.get(dst)
             if isinstance(old, PendingFile):
                 self.overlay.drop(dst)
@@ -393,7 +426,7 @@ class WriteSide:
         self.overlay.drop(src)
         node.path = dst
         self.overlay.add_file(node)
-        self.inodes.rename(src, dst)
+        self.inodes.rename(src, dst, started)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
         """A second name for a file being written (zarr-python publishes a temporary this

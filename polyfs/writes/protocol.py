@@ -10,6 +10,7 @@ package knows its file names, headers or codec spellings.
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
@@ -30,6 +31,40 @@ class ByteSource(Protocol):
     def size(self) -> int: ...
 
     def read(self, off: int, n: int) -> bytes: ...
+
+
+class SourceReader(io.RawIOBase):
+    """A ByteSource as a read-only, seekable raw file (format libraries read flushed files so:
+    h5py's file-object driver, tifffile), one read at a time, never the whole file."""
+
+    def __init__(self, src: ByteSource) -> None:
+        super().__init__()
+        self._src = src
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        n = max(0, min(len(view), self._src.size() - self._pos))
+        data = self._src.read(self._pos, n) if n else b""
+        view[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def seek(self, off: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._src.size()}[whence]
+        if base + off < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + off
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
 
 
 @dataclass

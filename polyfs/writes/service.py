@@ -96,6 +96,10 @@ class WriteService:
         self._superseded: OrderedDict[str, list[tuple[bytes, float, int]]] = OrderedDict()
         self._written_at: OrderedDict[str, tuple[float, int]] = OrderedDict()  # key -> (when, by whom)
         self._pool = ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="polyfs-encode")
+        # called once a change is in the store, before it is time-stamped: whoever serves the
+        # views re-resolves its nodes from then on (a reader looking a file up later must not
+        # get the old directory, or its read-modify-write would drop the new chunks)
+        self.on_change: Callable[[], None] = lambda: None
 
     # -- classification ----------------------------------------------------------------
     def route(self, path: str) -> Target:
@@ -130,7 +134,7 @@ class WriteService:
         t = self.route(path)
         if t.domain is None:
             dom = t.new_domain_path()
-            if dom is None:
+            if dom is None or t.view.kind != "dir":  # a file view (hdf5/x.h5) makes no domain by mkdir
                 raise NotPermitted(f"{path}: only <name>{t.suffix} directories (new domains) can be made here")
             self.editor.create_domain(dom)
             self.router.domains.refresh(force=True)
@@ -221,9 +225,11 @@ class WriteService:
                                                  implicit=True if t.h5path != "/" else None))
 
     # -- files ---------------------------------------------------------------------------
-    def ingest(self, path: str, src: ByteSource, base_time: float, writer: int = 0) -> None:
+    def ingest(self, path: str, src: ByteSource, base_time: float, writer: int = 0,
+               seen: set[str] | None = None) -> None:
         """Apply a whole file written at ``path`` by process ``writer``; ``base_time`` is when
-        the writer last read it (or opened it for writing)."""
+        the writer first read it since it last wrote it (or opened it for writing), ``seen``
+        the chunk objects it read there (None: it did not read the file)."""
         t = self.route(path)
         if t.domain is not None and _is_document(self.ingester(t)):
             self._document(t, self.ingester(t), src, path)  # type: ignore[arg-type]
@@ -240,7 +246,7 @@ class WriteService:
         if cf is None:
             raise NotPermitted(f"{path}: not a chunk file of {t.domain}:{t.h5path}")
         with self._lock_for(cf.lock_key):
-            self._chunks(cf, ing, src, path, base_time, writer)
+            self._chunks(cf, ing, src, path, base_time, writer, seen)
 
     def _document(self, t: Target, ing: DocumentIngester, src: WrittenFile, where: str) -> None:
         """A whole document: its changes, validated by the ingester, committed under the domain's
@@ -376,9 +382,10 @@ class WriteService:
         return ChunkFile(t.domain, ds, decl, file_members(pos, decl.per_file, grid), (ds.id, pos))
 
     def _chunks(self, cf: ChunkFile, ing: Ingester, src: ByteSource, where: str, base_time: float,
-                writer: int) -> None:
+                writer: int, seen: set[str] | None) -> None:
         """Merge a chunk file into the store. Another process's changes made after this writer's
-        ``base_time`` win over what it left untouched; its own earlier writes do not."""
+        ``base_time`` win over what it left untouched; its own earlier writes do not; a chunk it
+        leaves out is deleted only if it saw it (when it read the file at all)."""
         ds = cf.ds
         stored_pipe = self.catalog.pipeline(ds)
         idx = self.catalog.chunk_index(ds)
@@ -417,14 +424,18 @@ class WriteService:
                 continue
             key = idx.key_of(coords)
             at, who = self._written_at.get(key, (0.0, writer))
+            if seen is not None and key not in seen:
+                continue  # never shown to this writer: another's, newer than what it read
             if idx.size_of(idx.linear_of(coords)) >= 0 and (at <= base_time or who == writer):
                 deletes.append(coords)
         if not puts and not deletes:
             return
         if deletes:
-            log.info("%s: deleting chunks %s absent from the written file (read at %.3f)", where,
-                     [list(c) for c in deletes], base_time)
+            log.info("%s: deleting chunks %s absent from the file written by process %d (read at %.3f; "
+                     "they were written at %s)", where, [list(c) for c in deletes], writer, base_time,
+                     [self._written_at.get(idx.key_of(c)) for c in deletes])
         self.editor.put_chunks(cf.domain, ds, [(c, b) for c, b, _ in puts], deletes)
+        self.on_change()
         stamp = time.time()
         for coords, _, old in puts:
             self._remember(idx.key_of(coords), stamp, old, writer)

@@ -27,8 +27,9 @@ import stat as _stat
 import struct
 import types
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import crc32c as _crc32c
 import numcodecs
@@ -76,11 +77,12 @@ class FS:
         self.ctx = types.SimpleNamespace(pid=self.pid, uid=os.getuid(), gid=os.getgid(), umask=0o022)
         self.owner = url is None  # made the store: close() frees it
 
-    def fresh(self, **options: Any) -> "FS":
-        """Another mount of the same store (its own caches), e.g. a reader after a remount."""
+    def fresh(self, **options: Any) -> FS:
+        """Another mount of the same store (its own caches), e.g. a reader after a remount
+        (``read_only=True`` for one that only reads: a writable one keeps a daemon thread)."""
         return FS(self.url, **options)
 
-    def as_pid(self, pid: int) -> "FS":
+    def as_pid(self, pid: int) -> FS:
         """The same mount as seen by another process (its own read-modify-write bases)."""
         other = object.__new__(FS)
         other.__dict__.update(self.__dict__)
@@ -199,7 +201,7 @@ class FS:
         return json.loads(self.read_file(path))
 
     # -- writing files ---------------------------------------------------------------------
-    def open_file(self, path: str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode: int = 0o644) -> "Handle":
+    def open_file(self, path: str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode: int = 0o644) -> Handle:
         """open(2): an existing file is opened, else ``create`` is called (with O_CREAT)."""
         try:
             ino = self.ino(path)
@@ -214,7 +216,7 @@ class FS:
         fi = self.call(self.ops.open, ino, flags & ~(os.O_CREAT | os.O_EXCL), self.ctx, path=path)
         return Handle(self, path, fi.fh)
 
-    def create_excl(self, path: str) -> "Handle":
+    def create_excl(self, path: str) -> Handle:
         """``create`` with O_EXCL sent to the file system itself."""
         parent, name = self._parent(path)
         fi, _ = self.call(self.ops.create, parent, name, 0o644, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self.ctx,
@@ -681,9 +683,8 @@ def read_zarr_array(fs: FS, path: str) -> tuple[dict, np.ndarray]:
     padded = tuple(g * o for g, o in zip(lay.file_grid, lay.outer))
     out = np.full(padded, lay.fill, dtype=lay.dtype)
     for pos in itertools.product(*(range(g) for g in lay.file_grid)):
-        fpath = f"{path}/{lay.key(pos)}" if lay.sep == "/" else f"{path}/{lay.key(pos)}"
         try:
-            blob = fs.read_file(fpath)
+            blob = fs.read_file(f"{path}/{lay.key(pos)}")
         except FsError as exc:
             if exc.errno == _errno.ENOENT:
                 continue

@@ -351,7 +351,7 @@ def test_attributes() -> None:
     assert (f.name, f.path, f.ingest, f.dirty, f.opens, f.base_time) == ("c.json", "a/b/c.json", False, False, 0, 3.5)
     t = f.mtime
     f.write(0, b"x")
-    assert f.dirty and f.mtime >= t and f.contents() == b"x"
+    assert f.dirty and f.mtime >= t and f.read(0, f.size()) == b"x"
 
 
 def test_concurrent_writers_and_reader() -> None:
