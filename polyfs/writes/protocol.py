@@ -89,6 +89,7 @@ class ArrayWrite:
     dimension_names: list[str | None] | None = None
     hints: dict[str, Any] = field(default_factory=dict)  # how the view should lay the array out
     layout: Any = None  # the format's own file layout (key encoding, shard index codec)
+    fill_declared: bool = True  # False: the format has no fill value (N5): nothing to compare
 
 
 @dataclass(frozen=True)

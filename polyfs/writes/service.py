@@ -121,7 +121,11 @@ class WriteService:
         if t.rest == [self.ingester(t).meta_name]:
             return True
         if isinstance(t.obj, Dataset):
-            return self._chunk_file(t, probe=True) is not None
+            # a chunk file's name, even outside the array's extent (refused at flush, not kept)
+            try:
+                return self.ingester(t).file_position(t.rest, self._declared_for(t, t.obj)) is not None
+            except PolyfsError:
+                return False
         return False
 
     def view_prefixes(self, path: str) -> list[str]:
@@ -323,7 +327,7 @@ class WriteService:
             raise InvalidInput(f"{where}: the chunk shape of an existing array cannot change "
                                f"({list(ds.chunks)} -> {list(meta.chunks)})")
         fill, old = meta.fill, ds.fill_value
-        if fill != old and not (fill in (None, 0, 0.0) and old in (None, 0, 0.0)) and \
+        if meta.fill_declared and fill != old and not (fill in (None, 0, 0.0) and old in (None, 0, 0.0)) and \
                 not (isinstance(fill, float) and isinstance(old, float) and np.isnan(fill) and np.isnan(old)):
             raise InvalidInput(f"{where}: the fill value of an existing array cannot change ({old!r} -> {fill!r})")
 

@@ -981,11 +981,6 @@ def test_n5_rmdir_unlink_attributes_json_and_renames_as_for_zarr(fs, caplog):
     assert fs.ls("n5/t.n5") == ["attributes.json"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an N5 attributes.json carries no fill value, and the rewrite is checked as if it declared "
-    "None: for an array whose fill value is not 0 (made through the Zarr view) every N5 "
-    "attributes.json rewrite, an attribute edit or a resize, is refused with EINVAL 'the fill value "
-    "of an existing array cannot change (7 -> None)'"))
 def test_n5_rewrite_attributes_json_of_an_array_with_a_fill_value(zfs):
     fs = zfs
     data = rng_data((6, 5), "<u2")
@@ -1383,3 +1378,13 @@ def test_zarr_gzip_chunk_rewritten_with_the_same_size_reads_back(zfs):
     np.testing.assert_array_equal(read_zarr_array(fs, "zarr/t.zarr/a")[1], 1)
     fs.write_file("zarr/t.zarr/a/c/0/0", lay.encode_chunk(np.full((4, 4), 2, "<u2")))
     np.testing.assert_array_equal(read_zarr_array(fs, "zarr/t.zarr/a")[1], 2)
+
+
+def test_zarr_chunk_file_outside_the_extent_is_refused(zfs):
+    """A chunk file past the array's extent (a resize the writer did not publish) is refused at
+    close (EINVAL), not kept in the daemon as a scratch file that never reaches the store."""
+    fs = zfs
+    meta = zarr_array_meta((4, 6), "<u2", (2, 2), codecs=("zstd",))
+    lay = make_zarr(fs, "zarr/t.zarr/a", meta, rng_data((4, 6), "<u2"))
+    fs.makedirs("zarr/t.zarr/a/c/5")
+    refused(fs, errno.EINVAL, lambda: fs.write_file("zarr/t.zarr/a/c/5/5", lay.encode_chunk(rng_data((2, 2), "<u2"))))

@@ -27,7 +27,6 @@ count also lifts pytest-timeout's limit for this file.
 
 Known polyfs bugs are steered around by default (each pinned by an xfail test in
 test_write_semantics.py); ``POLYFS_STATEFUL_KNOWN_BUGS=1`` turns the avoidance off:
-- N5 attributes.json rewrites of arrays whose fill value is not 0 (refused: EINVAL),
 - ``rm -r`` of arrays (chunk directories the view made vanish before their rmdir):
   arrays are removed with ``rm -rf``, and an array directory that even ``rm -rf`` cannot
   remove (ENOTEMPTY: a directory made inside a vanished one) is left as an empty group,
@@ -227,8 +226,8 @@ class WriteModel:
         return next(s for s in SLOTS if name == s or (name.startswith(s) and name[len(s):].isdigit()))
 
     def n5_metadata_ok(self, arr: ArrayModel) -> bool:
-        """Whether an N5 attributes.json may be rewritten (not for a fill value: a known bug)."""
-        return KNOWN_BUGS or arr.fill == 0
+        """Whether an N5 attributes.json may be rewritten (always, since N5 declares no fill)."""
+        return True
 
     @staticmethod
     def zpath(name: str) -> str:

@@ -67,7 +67,7 @@ def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
         raise UnsupportedType(f"{where}: compression {comp.kind!r} cannot be written "
                               f"(raw, gzip, zstd, bzip2, blosc can)")
     return ArrayWrite(shape, T.from_numpy(npdt), block, comp.filters, Incoming(npdt, comp.filters, comp.gzip_member),
-                      None, user_attributes(attrs), (1,) * len(shape))
+                      None, user_attributes(attrs), (1,) * len(shape), fill_declared=False)
 
 
 class N5Ingester:
