@@ -96,6 +96,7 @@ class WriteService:
         self._superseded: OrderedDict[str, list[tuple[bytes, float, int]]] = OrderedDict()
         self._written_at: OrderedDict[str, tuple[float, int]] = OrderedDict()  # key -> (when, by whom)
         self._pool = ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="polyfs-encode")
+        self._shown: dict[tuple[str, str], tuple[tuple[Any, Any], ArrayWrite]] = {}  # view, dataset -> shown
         # called once a change is in the store, before it is time-stamped: whoever serves the
         # views re-resolves its nodes from then on (a reader looking a file up later must not
         # get the old directory, or its read-modify-write would drop the new chunks)
@@ -364,7 +365,21 @@ class WriteService:
 
     def _declared_for(self, t: Target, ds: Dataset, writer: int | None = None) -> ArrayWrite:
         got = self._declared.get((writer, t.view.name, ds.id)) if writer is not None else None
-        return got if got is not None else self.ingester(t).shown(t, ds)
+        if got is not None:
+            return got
+        # what the view shows depends on the model and the dataset's chunk index (its stored
+        # pipeline is sniffed from a chunk): one parse per version of both, not one per file
+        key = (t.view.name, ds.id)
+        stamp = (t.model, self.catalog.chunk_index(ds))
+        hit = self._shown.get(key)
+        if hit is not None and hit[0][0] is stamp[0] and hit[0][1] is stamp[1]:
+            return hit[1]
+        shown = self.ingester(t).shown(t, ds)
+        with self._guard:
+            if len(self._shown) > 4096:
+                self._shown.clear()
+            self._shown[key] = (stamp, shown)
+        return shown
 
     def _chunk_file(self, t: Target, probe: bool = False, writer: int | None = None) -> ChunkFile | None:
         ds = t.obj
