@@ -29,7 +29,7 @@ from ...errors import CodecError, InvalidInput, NotFound, PolyfsError, Unsupport
 from ...model import types as T
 from ...model import values
 from ...model.changes import ObjectChange
-from ...model.schema import Attribute, Dataset, Datatype, Group, Shape
+from ...model.schema import Attribute, Dataset, Datatype, Group, Shape, now
 from ...model.tree import DomainModel
 from ...vfile import ChunkRun
 from ...views.base import ViewContext
@@ -102,8 +102,6 @@ class Hdf5Ingester:
         planner = _Planner(model, self.ctx)
         try:
             hf = planner.build()
-        except PolyfsError:
-            raise
         except (ValueError, KeyError, OverflowError) as exc:
             raise UnsupportedType(f"{where}: the view of {model.path} cannot be planned: {exc}") from exc
         h5py = _h5()
@@ -221,7 +219,7 @@ class _Diff:
         for name, attr in got.items():
             old = have.get(name)
             if old is None or not _same_attribute(name, old, attr):
-                change.set_attributes[name] = Attribute(name, attr.type, attr.shape, attr.value, values_now())
+                change.set_attributes[name] = Attribute(name, attr.type, attr.shape, attr.value, now())
         change.remove_attributes = sorted(n for n in shown if n not in got)
         if not change.is_empty():
             self._object_change(change)
@@ -410,12 +408,6 @@ def _same_attribute(name: str, old: Attribute, new: Attribute) -> bool:
         return bool(np.array_equal(a, b))
     except (TypeError, ValueError):
         return False
-
-
-def values_now() -> float:
-    from ...model.schema import now
-
-    return now()
 
 
 def make_ingester(ctx: ViewContext) -> Hdf5Ingester:
