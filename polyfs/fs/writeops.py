@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import pyfuse3
 
 from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted
+from ..model.schema import Dataset
 from ..views.base import FileNode, Node
 from .inodes import InodeEntry, InodeTable
 from ..reader import Reader
@@ -395,7 +396,20 @@ class WriteSide:
             # knew the name, so the unlink that removes it succeeds
             if node is None and self.inodes.peek(path) is None:
                 raise
+        else:
+            await self.fs.run(self._keep_parents, path)
         self._changed(path)
+
+    def _keep_parents(self, path: str) -> None:
+        """The directories between an array and a chunk file just unlinked stay until they are
+        removed: the view shows a chunk directory only while it holds a chunk, and ``rm -r``
+        removes the directory after its last file."""
+        t = self.service.route(path)
+        if t.domain is None or len(t.rest) < 2 or not isinstance(t.obj, Dataset):
+            return
+        top = path[: len(path) - len("/".join(t.rest))].rstrip("/")
+        for k in range(1, len(t.rest)):
+            self.overlay.add_dir(f"{top}/{'/'.join(t.rest[:k])}")
 
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx) -> None:

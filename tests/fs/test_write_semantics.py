@@ -994,11 +994,6 @@ def test_n5_rewrite_attributes_json_of_an_array_with_a_fill_value(zfs):
     assert_values(fs, "t", "a", data[:3])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`rm -r` fails with ENOENT on an array whose chunk directories the view made (written through "
-    "the other view, another mount or before a restart): once its last file is unlinked a chunk "
-    "directory (c/0, or an N5 block column) vanishes from the view, and the rmdir that follows "
-    "(the kernel looks the name up first) finds nothing; SEMANTICS.md says rm -r works"))
 @pytest.mark.parametrize("view", ["zarr", "n5"])
 def test_rm_r_of_an_array_whose_chunk_directories_the_view_made(fs, view):
     fs.mkdir("zarr/t.zarr")
@@ -1009,11 +1004,6 @@ def test_rm_r_of_an_array_whose_chunk_directories_the_view_made(fs, view):
     assert fresh.ls(f"{view}/t.{view}") == [{"zarr": "zarr.json", "n5": "attributes.json"}[view]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a directory made (mkdir c/1) inside a chunk directory the view made (c, shown because a chunk "
-    "exists) outlives the view's: once the last chunk is unlinked c vanishes, c/1 stays in the daemon "
-    "unreachable, so the emptied array directory (ls shows nothing) gives ENOTEMPTY to rmdir, also "
-    "with rm -rf, until the daemon restarts"))
 def test_rm_rf_of_an_array_with_a_directory_made_inside_a_view_made_one(zfs):
     fs = zfs
     meta = zarr_array_meta((8, 8), "<u2", (4, 4))

@@ -27,9 +27,6 @@ count also lifts pytest-timeout's limit for this file.
 
 Known polyfs bugs are steered around by default (each pinned by an xfail test in
 test_write_semantics.py); ``POLYFS_STATEFUL_KNOWN_BUGS=1`` turns the avoidance off:
-- ``rm -r`` of arrays (chunk directories the view made vanish before their rmdir):
-  arrays are removed with ``rm -rf``, and an array directory that even ``rm -rf`` cannot
-  remove (ENOTEMPTY: a directory made inside a vanished one) is left as an empty group,
 - re-using a deleted array's name (directories made below it through one view outlive
   its deletion through the other): a deleted name gets a new suffix.
 """
@@ -202,7 +199,6 @@ class WriteModel:
         self.root_attrs: dict[str, Any] = {}
         self.made_grp = False
         self.deleted: dict[str, int] = {}  # slot -> arrays deleted there
-        self.leftover: set[str] = set()  # array directories rm -rf could not remove (a known bug)
         self.next_pid = 5_000_000  # above the kernel's pid_max: never a real process
         self.writer = self.fs
         self.log: list[str] = []
@@ -468,13 +464,7 @@ class WriteModel:
             w.unlink(f"{path}/{meta}")
         else:
             self.step(f"delete {arr.name}: rm -r {path}")
-        try:
-            w.rm_r(path, force=not KNOWN_BUGS)  # rm -r fails on chunk directories the view made: a known bug
-        except FsError as exc:
-            if KNOWN_BUGS or exc.errno != errno.ENOTEMPTY or exc.filename != path:
-                raise
-            self.step(f"  (known bug: {path} stays, ENOTEMPTY)")
-            self.leftover.add(arr.name)
+        w.rm_r(path)  # plain rm -r: chunk directories the view made stay until removed
         del self.arrays[arr.name]
         slot = self.slot_of(arr.name)
         self.deleted[slot] = self.deleted.get(slot, 0) + 1
@@ -487,7 +477,7 @@ class WriteModel:
         """The views equal the model: through the writing mount, or through ``r``."""
         fs = self.fs
         r = r or fs
-        top = {n.split("/")[0] for n in set(self.arrays) | self.leftover} | ({"grp"} if self.made_grp else set())
+        top = {n.split("/")[0] for n in self.arrays} | ({"grp"} if self.made_grp else set())
         assert set(fs.ls(ZROOT)) == top | {"zarr.json"}
         assert set(fs.ls(NROOT)) == top | {"attributes.json"}
         assert fs.read_json(f"{ZROOT}/zarr.json")["attributes"] == self.root_attrs
