@@ -470,6 +470,13 @@ class Overlay:
             self.files.pop(path, None)
             self.dirs.pop(path, None)
 
+    def drop_dirs_below(self, path: str) -> None:
+        """Forget directories made at or below ``path`` (their object is gone)."""
+        prefix = path + "/"
+        with self.lock:
+            for p in [p for p in self.dirs if p == path or p.startswith(prefix)]:
+                del self.dirs[p]
+
     def has_below(self, path: str) -> bool:
         prefix = path + "/"
         with self.lock:

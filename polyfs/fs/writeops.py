@@ -23,6 +23,8 @@ import pyfuse3
 
 from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted
 from ..model.schema import Dataset
+from ..views.root import domain_leaf_paths
+from ..writes.router import Target
 from ..views.base import FileNode, Node
 from .inodes import InodeEntry, InodeTable
 from ..reader import Reader
@@ -357,6 +359,8 @@ class WriteSide:
         node = await self.fs.run(self._lookup_node, parent, text)
         if node is None:
             node = self.overlay.add_dir(path)
+            target = await self.fs.run(self.service.route, path)
+            self._keep_parents(target, path)  # its parents too: listable even once the view drops them
         entry = self.inodes.remember(path, node)
         return self.fs.node_attr(node, entry.ino, path)
 
@@ -367,13 +371,26 @@ class WriteSide:
         if self.overlay.has_below(path):
             raise OSError(errno.ENOTEMPTY, path)
         known = isinstance(self.overlay.get(path), PendingDir)
+        target = await self.fs.run(self.service.route, path)
         try:
             await self.fs.run(self.service.rmdir, path)
         except NotFound:
             if not known:
                 raise
         self.overlay.drop(path)
+        if target.domain is not None and not target.rest:
+            self._drop_dirs_of(target, path, here=True)  # the group or array is gone from every view
         self._changed(path)
+
+    def _drop_dirs_of(self, target: Target, path: str, here: bool) -> None:
+        """Directories made (mkdir) below an object, in every view that shows it (``here``: also
+        in the view of ``path``), once the object is gone: they must not outlive it."""
+        assert target.domain is not None
+        rel = target.h5path.strip("/")
+        for leaf in domain_leaf_paths(target.domain):
+            where = f"{leaf}/{rel}" if rel else leaf
+            if here or not (path == where or path.startswith(where + "/")):
+                self.overlay.drop_dirs_below(where)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
         parent = self.inodes.get(parent_inode)
@@ -389,6 +406,7 @@ class WriteSide:
                 return  # a scratch file: never reached the store
         if isinstance(node, PendingDir):
             raise IsADirectory(path)
+        target = await self.fs.run(self.service.route, path)
         try:
             await self.fs.run(self.service.unlink, path)
         except NotFound:
@@ -397,14 +415,16 @@ class WriteSide:
             if node is None and self.inodes.peek(path) is None:
                 raise
         else:
-            await self.fs.run(self._keep_parents, path)
+            self._keep_parents(target, path)
+            if target.domain is not None and isinstance(target.obj, Dataset) and \
+                    target.rest == [self.service.ingester(target).meta_name]:
+                self._drop_dirs_of(target, path, here=False)  # no array any more: its chunk dirs elsewhere go
         self._changed(path)
 
-    def _keep_parents(self, path: str) -> None:
-        """The directories between an array and a chunk file just unlinked stay until they are
-        removed: the view shows a chunk directory only while it holds a chunk, and ``rm -r``
-        removes the directory after its last file."""
-        t = self.service.route(path)
+    def _keep_parents(self, t: Target, path: str) -> None:
+        """The directories between an array and ``path`` (a chunk file just unlinked, a directory
+        just made) stay until they are removed: the view shows a chunk directory only while it
+        holds a chunk, and ``rm -r`` finds and removes directories by listing them."""
         if t.domain is None or len(t.rest) < 2 or not isinstance(t.obj, Dataset):
             return
         top = path[: len(path) - len("/".join(t.rest))].rstrip("/")

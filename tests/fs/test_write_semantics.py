@@ -1016,10 +1016,6 @@ def test_rm_rf_of_an_array_with_a_directory_made_inside_a_view_made_one(zfs):
     assert fs.ls("zarr/t.zarr") == ["zarr.json"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "directories made (mkdir) below an array through one view stay in the daemon after the array is "
-    "deleted through the other view; a new array of the same name then shows them, and a chunk "
-    "file where an old directory was gives EISDIR"))
 def test_deleting_an_array_through_the_n5_view_leaves_no_zarr_directories(zfs):
     fs = zfs
     meta3 = zarr_array_meta((4, 4, 4), "<u2", (2, 2, 2))

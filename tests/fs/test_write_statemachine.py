@@ -24,11 +24,6 @@ With hypothesis installed this is a ``RuleBasedStateMachine``; without it (or wi
 (fallback), ``POLYFS_STATEFUL_STEPS`` the steps of each; ``POLYFS_STATEFUL_SHRINK=1``
 lets hypothesis shrink a failure (off by default: it can take minutes). Setting either
 count also lifts pytest-timeout's limit for this file.
-
-Known polyfs bugs are steered around by default (each pinned by an xfail test in
-test_write_semantics.py); ``POLYFS_STATEFUL_KNOWN_BUGS=1`` turns the avoidance off:
-- re-using a deleted array's name (directories made below it through one view outlive
-  its deletion through the other): a deleted name gets a new suffix.
 """
 from __future__ import annotations
 
@@ -77,7 +72,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 EXAMPLES = int(os.environ.get("POLYFS_STATEFUL_EXAMPLES", "0") or 0)
 STEPS = int(os.environ.get("POLYFS_STATEFUL_STEPS", "0") or 0)
 SHRINK = os.environ.get("POLYFS_STATEFUL_SHRINK", "") == "1"
-KNOWN_BUGS = os.environ.get("POLYFS_STATEFUL_KNOWN_BUGS", "") == "1"
 
 STEM = "sm"
 ZROOT = f"zarr/{STEM}.zarr"
@@ -198,7 +192,6 @@ class WriteModel:
         self.arrays: dict[str, ArrayModel] = {}
         self.root_attrs: dict[str, Any] = {}
         self.made_grp = False
-        self.deleted: dict[str, int] = {}  # slot -> arrays deleted there
         self.next_pid = 5_000_000  # above the kernel's pid_max: never a real process
         self.writer = self.fs
         self.log: list[str] = []
@@ -243,8 +236,7 @@ class WriteModel:
         if not free:
             return
         slot = d.choice(free)
-        # a deleted array's name is not reused (directories made below it outlive it: a known bug)
-        name = slot if KNOWN_BUGS or not self.deleted.get(slot) else f"{slot}{self.deleted[slot]}"
+        name = slot  # a deleted array's name is reused: nothing made below it may outlive it
         via = d.choice(["zarr", "n5"])
         ndim = d.choice([2, 2, 3])
         limits = (12, 20) if ndim == 2 else (6, 8, 10)
@@ -466,8 +458,6 @@ class WriteModel:
             self.step(f"delete {arr.name}: rm -r {path}")
         w.rm_r(path)  # plain rm -r: chunk directories the view made stay until removed
         del self.arrays[arr.name]
-        slot = self.slot_of(arr.name)
-        self.deleted[slot] = self.deleted.get(slot, 0) + 1
 
     RULES = (("create_array", 3), ("write_whole_shard", 4), ("write_partial_shard", 4), ("write_n5_block", 3),
              ("delete_file", 2), ("resize", 2), ("edit_attributes", 2), ("delete_array", 1))
