@@ -127,7 +127,9 @@ class WriteSide:
         self.overlay = Overlay()
         self.budget = budget or WriteBudget()
         self._read_at: dict[tuple[int, str], float] = {}
-        self._seen: dict[tuple[int, str], list[VFile]] = {}  # (process, path) -> the files it read there
+        # (process, path) -> the layouts it read there (by identity: re-reading an unchanged file
+        # adds nothing; a new layout only comes with a write)
+        self._seen: dict[tuple[int, str], dict[int, VFile]] = {}
         self._tgids: dict[int, int] = {}
         self._volatile: tuple[str, ...] = ()  # view paths of domains written through this mount
         self._invalidator = Invalidator()
@@ -178,7 +180,7 @@ class WriteSide:
         chunk it leaves out of what it writes back is deleted only if it had seen it."""
         if len(self._seen) > 10_000:
             self._seen.clear()
-        self._seen.setdefault((self.process_of(pid), path), []).append(vfile)  # keys listed at ingest
+        self._seen.setdefault((self.process_of(pid), path), {})[id(vfile)] = vfile  # keys listed at ingest
 
     def note_read_open(self, pid: int, path: str, at: float) -> None:
         """When a process first read a chunk file since it last wrote it: the base of its
@@ -246,7 +248,7 @@ class WriteSide:
         base_time = pending.base_time if base_time is None else base_time
         try:
             read = self._seen.get((writer, target))
-            seen = set().union(*(vf.object_keys() for vf in read)) if read is not None else None
+            seen = set().union(*(vf.object_keys() for vf in read.values())) if read is not None else None
             self.service.ingest(target, pending, base_time, writer, seen)
         except Exception:
             pending.dirty = False  # refused: the writer hears it from this flush, not again at release

@@ -400,15 +400,6 @@ def write_plans(plans: Sequence[Any], write: Callable[[Any, "Progress"], None], 
         bar.close()
 
 
-def source_error(path: object, exc: BaseException, what: str = "") -> SourceError:
-    """A SourceError from any exception a reader library raised."""
-    if isinstance(exc, SourceError):
-        return exc
-    cause = str(exc) if isinstance(exc, PolyfsError) else f"{type(exc).__name__}: {exc}"
-    cause = " ".join(cause.split()) or type(exc).__name__
-    return SourceError(path, f"{what}: {cause}" if what else cause)
-
-
 @dataclass(frozen=True)
 class ImportOptions:
     """What ``polyfs import`` was asked for, shared by every format."""
