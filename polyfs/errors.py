@@ -74,6 +74,10 @@ class SourceError(InvalidInput):
         super().__init__(f"{self.path}: {self.cause}")
 
 
+class UnsupportedSource(SourceError, UnsupportedType):
+    """An import source holding what polyfs cannot represent (a type, a filter no one decodes)."""
+
+
 class MountError(PolyfsError):
     """The mount could not be set up."""
 

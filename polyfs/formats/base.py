@@ -48,6 +48,7 @@ class Format:
     has_source: bool = False  # ``source.py``: polyfs import reads this format
     has_ingest: bool = False  # ``ingest.py`` provides ``make_ingester``: the view takes writes
     source_suffixes: tuple[str, ...] = ()  # file-name suffixes of sources (default domain names)
+    keeps_names: tuple[str, ...] = ()  # domains named so show under their own name ("x.nc", not "x.nc.h5")
 
     def _module(self, name: str) -> ModuleType:
         return importlib.import_module(f"{self.package}.{name}")

@@ -193,6 +193,12 @@ class PendingFile(FileNode):
     def size(self) -> int:
         return self._size
 
+    @property
+    def based(self) -> bool:
+        """Whether some of the view file's bytes still show through (False: the writer made the
+        file from scratch: created it, or truncated it to nothing and wrote it anew)."""
+        return self.base is not None and self._base_limit > 0
+
     def ready(self) -> bool:
         return True
 

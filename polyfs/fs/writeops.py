@@ -282,9 +282,9 @@ class WriteSide:
             entry = self.inodes.remember(path, existing)
         else:
             target = await self.fs.run(self.service.route, path)
-            if target.domain is None or not target.rest:
-                raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
             ingest = await self.fs.run(self.service.is_ingestible, path)
+            if (target.domain is None or not target.rest) and not ingest:
+                raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
             pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
                                   self.budget)
             pending.writer = self.process_of(ctx.pid)

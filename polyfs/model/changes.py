@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import Attribute
+from .schema import Attribute, Link
 
 
 @dataclass
@@ -22,7 +22,8 @@ class ObjectChange:
     resize: tuple[int, ...] | None = None  # datasets: a new extent within maxdims
     view_hints: dict[str, Any] | None = None  # datasets: how views lay the array out
     implicit: bool | None = None  # groups: True hides their metadata while empty, False shows it
+    links: dict[str, Link] | None = None  # groups: the whole new link table (names added, moved, removed)
 
     def is_empty(self) -> bool:
         return not (self.set_attributes or self.remove_attributes) and self.resize is None \
-            and self.view_hints is None and self.implicit is None
+            and self.view_hints is None and self.implicit is None and self.links is None

@@ -157,42 +157,72 @@ class DomainEditor:
     def apply(self, path: str, change: ObjectChange) -> None:
         """Apply everything ``change`` asks of one object: validated first, then one JSON write,
         the chunks a shrink leaves outside deleted, and the model installed once."""
-        if change.is_empty():
+        self.apply_many(path, [change])
+
+    def apply_many(self, path: str, changes: Sequence[ObjectChange], created: Sequence[Obj] = (),
+                   removed: Sequence[str] = ()) -> None:
+        """Several objects at once (a flushed HDF5 file): every change validated before any
+        write; then the ``created`` objects' JSON (unreachable until a changed group links
+        them), the changed objects (one JSON write each), the chunks shrinks leave outside, and
+        the ``removed`` objects (no longer linked) deleted; the model installed once."""
+        changes = [c for c in changes if not c.is_empty()]
+        if not changes and not created and not removed:
             return
         with self.lock(path):
             model = self.model(path)
-            old = model.get(change.obj_id)
-            obj = copy.deepcopy(old)
-            changed = False
-            outside: list[str] = []
-            if change.resize is not None:
-                if not isinstance(old, Dataset):
-                    raise InvalidInput(f"{model.path}: {change.obj_id} is not a dataset")
-                changed |= _resized(old, obj, tuple(int(d) for d in change.resize))
-                outside = self._chunks_outside(old, obj) if changed else []
-            if change.view_hints is not None and obj.creation_properties.get("polyfs") != change.view_hints:
-                obj.creation_properties["polyfs"] = dict(change.view_hints)
+            prepared = [p for p in (self._prepared(model, c) for c in changes) if p is not None]
+            for obj in created:
+                self.catalog.put_object(obj)
+            for obj, outside, resized in prepared:
+                self.catalog.put_object(obj)
+                for key in outside:
+                    self.store.delete(key)
+                if resized:
+                    self.catalog.invalidate_dataset(obj.id)
+                    self._drop_persisted_index(obj.id)
+            new = self._install(model, [*created, *(obj for obj, _, _ in prepared)])
+            if removed:
+                self._delete_objects(removed)
+                self._install(new, [], removed)
+
+    def _prepared(self, model: DomainModel, change: ObjectChange) -> tuple[Obj, list[str], bool] | None:
+        """The changed copy of one object, the chunk keys its shrink leaves outside, whether it
+        was resized; None if nothing changes. Validation only: nothing is written."""
+        old = model.get(change.obj_id)
+        obj = copy.deepcopy(old)
+        changed = False
+        outside: list[str] = []
+        resized = False
+        if change.resize is not None:
+            if not isinstance(old, Dataset):
+                raise InvalidInput(f"{model.path}: {change.obj_id} is not a dataset")
+            resized = _resized(old, obj, tuple(int(d) for d in change.resize))
+            changed |= resized
+            outside = self._chunks_outside(old, obj) if resized else []
+        if change.view_hints is not None and obj.creation_properties.get("polyfs") != change.view_hints:
+            obj.creation_properties["polyfs"] = dict(change.view_hints)
+            changed = True
+        if change.implicit is not None:
+            changed |= _set_implicit(obj, change.implicit)
+        if change.links is not None:
+            if not isinstance(obj, Group):
+                raise InvalidInput(f"{model.path}: {change.obj_id} is not a group")
+            if {n: lk.to_json() for n, lk in obj.links.items()} != \
+                    {n: lk.to_json() for n, lk in change.links.items()}:
+                obj.links = dict(change.links)
                 changed = True
-            if change.implicit is not None:
-                changed |= _set_implicit(obj, change.implicit)
-            remove = [n for n in change.remove_attributes if n not in change.set_attributes]
-            for name in remove:
-                changed |= obj.attributes.pop(name, None) is not None
-            for name, attr in change.set_attributes.items():
-                have = obj.attributes.get(name)
-                if have is None or have.to_json() != attr.to_json():
-                    obj.attributes[name] = attr
-                    changed = True
-            if not changed:
-                return
-            obj.last_modified = now()
-            self.catalog.put_object(obj)
-            for key in outside:
-                self.store.delete(key)
-            if change.resize is not None:
-                self.catalog.invalidate_dataset(obj.id)
-                self._drop_persisted_index(obj.id)
-            self._install(model, [obj])
+        remove = [n for n in change.remove_attributes if n not in change.set_attributes]
+        for name in remove:
+            changed |= obj.attributes.pop(name, None) is not None
+        for name, attr in change.set_attributes.items():
+            have = obj.attributes.get(name)
+            if have is None or have.to_json() != attr.to_json():
+                obj.attributes[name] = attr
+                changed = True
+        if not changed:
+            return None
+        obj.last_modified = now()
+        return obj, outside, resized
 
     def set_attributes(self, path: str, obj_id: str, set_: dict[str, Attribute], remove: Iterable[str] = ()) -> None:
         """Add or replace ``set_`` and drop ``remove`` on one object (one JSON write)."""
@@ -243,13 +273,17 @@ class DomainEditor:
                 return
             reachable = set(model.canonical_paths())
             doomed = [oid for oid in _subtree(model, target) if oid not in reachable]
-            for oid in doomed:
-                if ids.kind_of(oid) == "dataset":
-                    self.store.delete_prefix(keys.dataset_prefix(oid))
-                    self._drop_derived(oid)
-                else:
-                    self.store.delete(keys.object_key(oid))
+            self._delete_objects(doomed)
             self._install(model, [], doomed)
+
+    def _delete_objects(self, doomed: Iterable[str]) -> None:
+        """Objects nothing links any more: a dataset with its chunks and derived data."""
+        for oid in doomed:
+            if ids.kind_of(oid) == "dataset":
+                self.store.delete_prefix(keys.dataset_prefix(oid))
+                self._drop_derived(oid)
+            else:
+                self.store.delete(keys.object_key(oid))
 
     # -- chunks ---------------------------------------------------------------
     def put_chunks(self, path: str, ds: Dataset, items: Sequence[tuple[Sequence[int], bytes]],

@@ -68,10 +68,11 @@ class DomainWriter:
             raise AlreadyExists(f"link {name!r} already exists")
         parent.links[name] = link
 
-    def add_group(self, parent: Group, name: str) -> Group:
+    def add_group(self, parent: Group | None, name: str | None) -> Group:
         t = now()
         g = Group(ids.new_id("g", self.root_id), self.root_id, created=t, last_modified=t)
-        self._link(parent, name, Link(name, "hard", id=g.id, created=t))
+        if parent is not None and name:
+            self._link(parent, name, Link(name, "hard", id=g.id, created=t))
         self.groups[g.id] = g
         return g
 
@@ -214,6 +215,61 @@ class DomainWriter:
                 self.store.delete_prefix(prefix)
             except Exception as exc:  # keep rolling back the rest
                 log.error("rollback of %s failed: %s", prefix, exc)
+
+
+class ObjectsWriter(DomainWriter):
+    """New objects for an *existing* domain (a writer made them in its HDF5 view).
+
+    Chunks go to the store as they come, under the new datasets' own ids: nothing
+    reaches them until a group links them, which the caller commits afterwards.
+    :meth:`commit` stores their derived data (CRC tables, chunk indexes); their JSON
+    is the caller's to write, with the links that make them reachable.
+    :meth:`abort` deletes only the new objects, never the domain they were meant for.
+    """
+
+    def __init__(self, catalog: Catalog, domain: Domain) -> None:
+        super().__init__(catalog, domain.path, overwrite=True)
+        self.root_id = domain.root
+        self.domain = domain
+        self.groups = {}
+        self.root = None  # type: ignore[assignment]  # the root exists; new objects are linked by the caller
+
+    def objects(self) -> list[Group | Dataset | Datatype]:
+        return [*self.datatypes.values(), *self.datasets.values(), *self.groups.values()]
+
+    def commit(self) -> Domain:
+        if self._committed:
+            return self.domain
+        try:
+            for did, items in self._crcs.items():
+                self.catalog.save_crcs(did, items)
+            for ds in self.datasets.values():
+                written = self._written.get(ds.id, {})
+                self.catalog.save_chunk_index(ds, np.fromiter(written.keys(), np.int64, len(written)),
+                                              np.fromiter(written.values(), np.int64, len(written)))
+        except BaseException:
+            self.abort()
+            raise
+        return self.domain
+
+    def abort(self) -> None:
+        if self._committed:
+            return
+        for did in self.datasets:
+            for key in (keys.chunk_index_key(did), keys.crc_table_key(did)):
+                try:
+                    self.store.delete(key)
+                except Exception as exc:  # noqa: BLE001 - keep rolling back the rest
+                    log.error("rollback of %s failed: %s", key, exc)
+            try:
+                self.store.delete_prefix(keys.dataset_prefix(did))
+            except Exception as exc:  # noqa: BLE001
+                log.error("rollback of %s failed: %s", did, exc)
+        for obj in [*self.groups.values(), *self.datatypes.values()]:
+            try:
+                self.store.delete(keys.object_key(obj.id))
+            except Exception as exc:  # noqa: BLE001
+                log.error("rollback of %s failed: %s", obj.id, exc)
 
 
 def iter_chunks(ds: Dataset, data: np.ndarray) -> Iterable[tuple[tuple[int, ...], np.ndarray]]:

@@ -35,10 +35,19 @@ def domain_stem(domain_path: str) -> list[str]:
     return parts
 
 
+def view_parts(suffix: str, keeps: tuple[str, ...], domain_path: str) -> list[str]:
+    """A domain's path in one view: its directories and its leaf (``<stem><suffix>``, or the
+    domain's own name when it ends in a name the view keeps, as a netCDF writer's ``x.nc``)."""
+    parts = [p for p in domain_path.split("/") if p]
+    if parts and any(parts[-1].endswith(k) and len(parts[-1]) > len(k) for k in keeps):
+        return parts
+    stem = domain_stem(domain_path)
+    return stem[:-1] + [stem[-1] + suffix]
+
+
 def domain_leaf_paths(domain_path: str) -> list[str]:
     """Where a domain appears in every view (``zarr/a/b.zarr``, ``hdf5/a/b.h5``, ...)."""
-    stem = domain_stem(domain_path)
-    return ["/".join([f.name] + stem[:-1] + [stem[-1] + f.suffix]) for f in formats()]
+    return ["/".join([f.name] + view_parts(f.suffix, f.keeps_names, domain_path)) for f in formats()]
 
 
 @dataclass
@@ -47,6 +56,7 @@ class ViewSpec:
     suffix: str
     domain_node: Callable[..., Node]
     kind: str = "dir"  # "dir" or "file": what domain_node returns
+    keeps: tuple[str, ...] = ()  # domain names ending so keep their name in this view
 
 
 def load_views(names: list[str] | None = None) -> list[ViewSpec]:
@@ -61,7 +71,7 @@ def load_views(names: list[str] | None = None) -> list[ViewSpec]:
                 raise
             log.warning("view %s is not available (%s)", fmt.name, exc)
             continue
-        out.append(ViewSpec(fmt.name, fmt.suffix, mod.domain_node, fmt.kind))
+        out.append(ViewSpec(fmt.name, fmt.suffix, mod.domain_node, fmt.kind, fmt.keeps_names))
     return out
 
 
@@ -90,11 +100,11 @@ class DomainDir(DirNode):
         out: dict[str, Node] = {}
         depth = len(self.prefix)
         for path in self.domains.paths():
-            parts = domain_stem(path)
+            parts = view_parts(self.view.suffix, self.view.keeps, path)
             if tuple(parts[:depth]) != self.prefix or len(parts) <= depth:
                 continue
             if len(parts) == depth + 1:
-                leaf = parts[depth] + self.view.suffix
+                leaf = parts[depth]
                 node = self._nodes.get(leaf)
                 if node is None or getattr(node, "_domain_path", None) != path:
                     node = self._domain_leaf(path, leaf)

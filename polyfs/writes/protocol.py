@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -140,22 +140,56 @@ class Ingester(Protocol):
 class WrittenFile(ByteSource, Protocol):
     """A flushed file being written over its view file: which ranges still read the view's bytes."""
 
+    @property
+    def based(self) -> bool:
+        """False when the writer made the file from scratch (created, or truncated to nothing)."""
+        ...
+
     def untouched(self, off: int, n: int) -> bool:
         """True iff ``[off, off+n)`` still reads exactly the view file's bytes."""
+        ...
+
+
+ChunkBytes = Callable[[], bytes]  # one chunk's stored bytes, produced when the commit stores it
+
+
+class NewObjects(Protocol):
+    """Objects a document adds to an existing domain, their chunks already stored under their
+    own (still unreachable) ids: committed after validation, or rolled back."""
+
+    def objects(self) -> list[Any]:
+        """The new Group/Dataset/Datatype objects (links and attributes set)."""
+        ...
+
+    def commit(self) -> Any:
+        """Their derived data (chunk indexes, CRC tables) and JSON, not yet linked."""
+        ...
+
+    def abort(self) -> None:
+        """Delete every chunk and object stored for them."""
         ...
 
 
 @dataclass
 class DocumentChanges:
     """What a flushed document file (a whole-domain HDF5 file, a TIFF image) changes in the store.
-    Everything is validated by the ingester before it is returned; the service commits it."""
+    Everything is validated by the ingester before it is returned; the service commits it.
+    Chunk bytes are produced lazily (``puts``), so a change set never holds the data it writes."""
 
     objects: list[Any] = field(default_factory=list)  # model.changes.ObjectChange, one per changed object
-    puts: dict[str, list[tuple[tuple[int, ...], bytes]]] = field(default_factory=dict)  # dataset id -> chunks
+    puts: dict[str, list[tuple[tuple[int, ...], ChunkBytes]]] = field(default_factory=dict)  # dataset id -> chunks
     deletes: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)  # dataset id -> chunk coords
+    created: NewObjects | None = None  # objects the changed groups link (stored, unreachable until then)
+    removed: list[str] = field(default_factory=list)  # ids of objects no link reaches any more
 
     def is_empty(self) -> bool:
-        return not (self.objects or any(self.puts.values()) or any(self.deletes.values()))
+        return not (self.objects or any(self.puts.values()) or any(self.deletes.values())
+                    or (self.created is not None and self.created.objects()) or self.removed)
+
+    def abort(self) -> None:
+        """Roll back what validation stored (the new objects' chunks)."""
+        if self.created is not None:
+            self.created.abort()
 
 
 class DocumentIngester(Protocol):
@@ -171,6 +205,15 @@ class DocumentIngester(Protocol):
     def document_changes(self, t: "Target", src: WrittenFile, where: str) -> DocumentChanges:
         """The changes a flushed document makes; InvalidInput/UnsupportedType naming the cause,
         and nothing is committed, when the store cannot hold what it says."""
+        ...
+
+    def replaces_domain(self, t: "Target") -> bool:
+        """Whether a document written from scratch at ``t`` is a whole domain (HDF5's file)."""
+        ...
+
+    def new_document(self, t: "Target", src: ByteSource, where: str) -> None:
+        """A document written from scratch (created, or truncated and rewritten): it becomes the
+        whole domain ``t.new_domain_path()`` (new) or ``t.domain`` (replaced), all or nothing."""
         ...
 
 

@@ -12,7 +12,7 @@ from ..errors import NotFound, ReadOnly
 from ..formats import Format, formats
 from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel
-from ..views.root import DomainList, domain_stem
+from ..views.root import DomainList, domain_stem, view_parts
 
 
 
@@ -35,11 +35,19 @@ class Target:
         return self.view.suffix
 
     def new_domain_path(self) -> str | None:
-        """The domain a new ``<name><suffix>`` directory here would create, if any."""
-        if self.domain is not None or not self.parts or not self.parts[-1].endswith(self.suffix):
+        """The domain a new ``<name><suffix>`` here would create (a directory, or in a view of one
+        file per domain a file, also under a name the view keeps: ``x.nc``), if any."""
+        if self.domain is not None or not self.parts:
             return None
-        stem = self.parts[-1][: -len(self.suffix)]
-        if not stem or stem.startswith("."):
+        name = self.parts[-1]
+        if name.startswith("."):
+            return None
+        if any(name.endswith(k) and len(name) > len(k) for k in self.view.keeps_names):
+            return "/" + "/".join(self.parts)
+        if not name.endswith(self.suffix):
+            return None
+        stem = name[: len(name) - len(self.suffix)]
+        if not stem:
             return None
         return "/" + "/".join(self.parts[:-1] + [stem + ".h5"])
 
@@ -64,12 +72,10 @@ class Router:
         view = self.view_of(path)
         parts = [p for p in path.split("/")[1:] if p]
         t = Target(view, parts)
-        suffix = view.suffix
         leaves = {}
         for dom in self.domains.paths():
-            stem = domain_stem(dom)
-            if stem:
-                leaves[tuple(stem[:-1]) + (stem[-1] + suffix,)] = dom
+            if domain_stem(dom):
+                leaves[tuple(view_parts(view.suffix, view.keeps_names, dom))] = dom
         for i in range(1, len(parts) + 1):
             dom = leaves.get(tuple(parts[:i]))
             if dom is not None:

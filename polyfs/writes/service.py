@@ -54,6 +54,8 @@ R = TypeVar("R")
 
 HISTORY = 4096  # chunks whose superseded versions are remembered
 ENCODE_THREADS = max(2, min(8, os.cpu_count() or 2))
+DOCUMENT_BATCH = 64  # chunks of a document stored per put_many
+DOCUMENT_BATCH_BYTES = 64 << 20
 
 
 @dataclass
@@ -115,7 +117,9 @@ class WriteService:
     def is_ingestible(self, path: str) -> bool:
         """True when a file at ``path`` would change the store on flush (else it is scratch)."""
         t = self.route(path)
-        if t.domain is not None and _is_document(self.ingester(t)):
+        if _is_document(self.ingester(t)):
+            if t.domain is None:  # a new whole-domain document (hdf5/<name>.h5)
+                return self._new_document_domain(t) is not None
             return self.ingester(t).is_document(t)  # type: ignore[attr-defined]
         if t.domain is None or not t.rest:
             return False
@@ -128,6 +132,10 @@ class WriteService:
             except PolyfsError:
                 return False
         return False
+
+    def _new_document_domain(self, t: Target) -> str | None:
+        """The domain a new file at ``t`` (above every domain) would be, in a view of one file per domain."""
+        return t.new_domain_path() if t.view.kind == "file" else None
 
     def view_prefixes(self, path: str) -> list[str]:
         """Where the domain of ``path`` appears in every view (for cache invalidation)."""
@@ -200,6 +208,10 @@ class WriteService:
 
     def unlink(self, path: str) -> None:
         t = self.route(path)
+        if t.domain is not None and not t.rest and t.view.kind == "file":
+            self.editor.delete_domain(t.domain)  # a view of one file per domain: the file is the domain
+            self.router.domains.refresh(force=True)
+            return
         if t.domain is None or not t.rest:
             raise NotPermitted(f"{path}: not a file of a domain")
         if t.rest == [self.ingester(t).meta_name]:
@@ -236,7 +248,7 @@ class WriteService:
         the writer first read it since it last wrote it (or opened it for writing), ``seen``
         the chunk objects it read there (None: it did not read the file)."""
         t = self.route(path)
-        if t.domain is not None and _is_document(self.ingester(t)):
+        if _is_document(self.ingester(t)) and (t.domain is not None or self._new_document_domain(t)):
             self._document(t, self.ingester(t), src, path)  # type: ignore[arg-type]
             return
         if t.domain is None or not t.rest:
@@ -254,22 +266,51 @@ class WriteService:
             self._chunks(cf, ing, src, path, base_time, writer, seen)
 
     def _document(self, t: Target, ing: DocumentIngester, src: WrittenFile, where: str) -> None:
-        """A whole document: its changes, validated by the ingester, committed under the domain's
-        lock: each object's metadata once (a dataset grows before chunks land past its old
-        extent), then the chunks."""
-        assert t.domain is not None and t.model is not None
+        """A whole document. Written from scratch where it stands for a whole domain: that domain,
+        new or replaced, all or nothing. Else its changes, validated by the ingester, committed
+        under the domain's lock: new objects (their chunks already stored, unreachable), then
+        every changed object once (links that reach the new ones, extents before chunks land
+        past them), then removed objects, the model installed once; then the chunks."""
         if not ing.is_document(t):
             raise NotPermitted(f"{where}: not a file of this view that can be written")
-        with self.editor.lock(t.domain):
+        dom = t.domain or t.new_domain_path()
+        assert dom is not None
+        with self.editor.lock(dom):
+            if t.domain is None or (ing.replaces_domain(t) and not getattr(src, "based", True)):
+                ing.new_document(t, src, where)
+                self.router.domains.refresh(force=True)
+                self.on_change()
+                return
             changes = ing.document_changes(t, src, where)
             if changes.is_empty():
                 return
-            for change in changes.objects:
-                self.editor.apply(t.domain, change)
+            try:
+                created = changes.created.objects() if changes.created is not None else []
+                if changes.created is not None:
+                    changes.created.commit()
+                self.editor.apply_many(t.domain, changes.objects, created, changes.removed)
+            except BaseException:
+                changes.abort()  # the new objects' chunks and JSON: nothing links them
+                raise
+            self.on_change()
             model = self.catalog.load(t.domain)
             for ds_id in set(changes.puts) | set(changes.deletes):
-                self.editor.put_chunks(t.domain, model.datasets[ds_id], changes.puts.get(ds_id, []),
-                                       changes.deletes.get(ds_id, []))
+                self._document_chunks(t.domain, model.datasets[ds_id], changes.puts.get(ds_id, []),
+                                      changes.deletes.get(ds_id, []))
+
+    def _document_chunks(self, domain: str, ds: Dataset, puts: list, deletes: list) -> None:
+        """A dataset's chunks in batches: each fetched (read, perhaps encoded) in the pool, then
+        stored together; memory holds one batch, never the whole change."""
+        batch: list[tuple[tuple[int, ...], bytes]] = []
+        size = 0
+        for coords, data in bounded_map(self._pool, lambda item: (item[0], item[1]()), puts, ENCODE_THREADS * 2):
+            batch.append((coords, data))
+            size += len(data)
+            if len(batch) >= DOCUMENT_BATCH or size >= DOCUMENT_BATCH_BYTES:
+                self.editor.put_chunks(domain, ds, batch)
+                batch, size = [], 0
+        if batch or deletes:
+            self.editor.put_chunks(domain, ds, batch, deletes)
 
     def _lock_for(self, key: tuple) -> threading.Lock:
         with self._guard:

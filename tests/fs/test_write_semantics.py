@@ -1124,19 +1124,22 @@ def test_error_erofs_in_read_only_views(zfs, caplog, view):
 
 
 def test_hdf5_view_takes_only_its_domain_files(zfs):
-    """The HDF5 view is writable as whole files (h5py "r+"): everything else is refused
-    and leaves the store as it was."""
+    """The HDF5 view is writable as whole files (one per domain): no directories, no renames;
+    a file that is not HDF5 is refused and leaves the store as it was; ``rm`` deletes the domain."""
     fs = zfs
     make_zarr(fs, "zarr/t.zarr/a", zarr_array_meta((4, 4), "<u1", (2, 2)), rng_data((4, 4), "<u1"))
     assert fs.ls("hdf5") == ["t.h5"]
     refused(fs, errno.EPERM, lambda: fs.mkdir("hdf5/x"))
     refused(fs, errno.EPERM, lambda: fs.mkdir("hdf5/x.h5"))
-    refused(fs, errno.EPERM, lambda: fs.write_file("hdf5/new.h5", b"x"))
+    refused(fs, errno.EINVAL, lambda: fs.write_file("hdf5/new.h5", b"x"))  # not HDF5: no domain made
+    refused(fs, errno.EPERM, lambda: fs.write_file("hdf5/notes.txt", b"x"))
     refused(fs, errno.EXDEV, lambda: fs.rename("hdf5/t.h5", "hdf5/renamed.h5"))
-    refused(fs, errno.EPERM, lambda: fs.unlink("hdf5/t.h5"))
     refused(fs, errno.EINVAL, lambda: fs.truncate("hdf5/t.h5", 0))
     refused(fs, errno.EINVAL, lambda: fs.write_file("hdf5/t.h5", b"x"))
     unchanged(fs, lambda: fs.write_file("hdf5/t.h5", b"", truncate=False))  # opened, nothing written
+    assert fs.ls("hdf5") == ["t.h5"]
+    fs.unlink("hdf5/t.h5")  # the file is the domain: gone from every view
+    assert fs.ls("hdf5") == [] and fs.ls("zarr") == [] and fs.ls("n5") == []
 
 
 def _zarr_with_data(fs):

@@ -9,4 +9,5 @@ view.py (the view), source.py (the importer).
 from ..base import Format
 
 FORMAT = Format("hdf5", __name__, ".h5", "file", has_source=True, has_ingest=True,
-                source_suffixes=(".h5", ".hdf5", ".hdf", ".he5", ".nc"))
+                source_suffixes=(".h5", ".hdf5", ".hdf", ".he5", ".nc"),
+                keeps_names=(".nc", ".nc4", ".hdf5", ".he5"))

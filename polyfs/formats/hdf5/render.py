@@ -186,7 +186,8 @@ class DomainRenderer:
         return p
 
     # -- groups -----------------------------------------------------------------------------
-    def _group_messages(self, g: Group, path: str, out: list[Block]) -> list[M.Message]:
+    def _shown_links(self, g: Group, path: str) -> list[Link]:
+        """The links of ``g`` the file can show (in name order); the others are logged."""
         links = []
         for n in sorted(g.links):
             link = g.links[n]
@@ -200,7 +201,11 @@ class DomainRenderer:
             log.error("hdf5 view of %s: the external links of %s are left out: a group of %d links holding "
                       "external links cannot be written as link messages", self.model.path, path, len(links))
             links = [link for link in links if link.kind != "external"]
-            external = False
+        return links
+
+    def _group_messages(self, g: Group, path: str, out: list[Block]) -> list[M.Message]:
+        links = self._shown_links(g, path)
+        external = any(link.kind == "external" for link in links)
         if external:
             msgs = [M.link_info(), M.group_info()]
             for link in links:
@@ -417,10 +422,11 @@ def external_file(domain: str, here: str) -> str:
     this one's directory (both live under ``MNT/hdf5/``)."""
     if not domain.startswith("/"):
         return domain
-    from ...views.root import domain_stem
+    from ...views.root import view_parts
+    from . import FORMAT
 
-    target = "/".join(domain_stem(domain)) + ".h5"
-    here_dir = posixpath.dirname("/".join(domain_stem(here)))
+    target = "/".join(view_parts(FORMAT.suffix, FORMAT.keeps_names, domain))
+    here_dir = posixpath.dirname("/".join(view_parts(FORMAT.suffix, FORMAT.keeps_names, here)))
     return posixpath.relpath(target, here_dir or ".")
 
 

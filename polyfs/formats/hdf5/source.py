@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...codecs.registry import Filter, spec_for
-from ...errors import PolyfsError, SourceError, UnknownFilter
+from ...errors import PolyfsError, SourceError, UnknownFilter, UnsupportedSource
 from ...model import types as T
 from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
@@ -199,6 +199,11 @@ class HDF5Importer:
         cause = " ".join(str(cause).split())
         return SourceError(self.path, f"{what}: {cause}" if what else cause)
 
+    def unsupported(self, what: str, cause: object) -> SourceError:
+        """What the store cannot hold (a type, a filter no one here decodes): EOPNOTSUPP."""
+        cause = " ".join(str(cause).split())
+        return UnsupportedSource(self.path, f"{what}: {cause}")
+
     # -- entry ------------------------------------------------------------------
     def run(self) -> None:
         h5py = _h5()
@@ -206,8 +211,13 @@ class HDF5Importer:
             f = h5py.File(self.path, "r")
         except (OSError, ValueError) as exc:
             raise self.err("", f"not a readable HDF5 file ({exc})") from None
+        with f:
+            self.run_file(f)
+
+    def run_file(self, f) -> None:
+        """Import from an open h5py File (a path, or a file object such as a file being written)."""
         self.file = f
-        with source_errors(lambda cause: self.err("", cause)), f:
+        with source_errors(lambda cause: self.err("", cause)):
             self._walk(f)
             self._plan()
             self._create()
@@ -290,7 +300,7 @@ class HDF5Importer:
         try:
             source_type = self.type_of(tid, where)
         except T.UnsupportedType as exc:
-            raise self.err(where, exc) from None
+            raise self.unsupported(where, exc) from None
         space = d.id.get_space()
         stype = space.get_simple_extent_type()
         if stype == h5s.NULL:
@@ -360,8 +370,8 @@ class HDF5Importer:
             d[region]
         except (OSError, RuntimeError, ValueError) as exc:
             ids = ", ".join(f"{fid} ({name})" if name else str(fid) for fid, name in plan.unknown)
-            raise self.err(f"dataset {d.name}",
-                           f"filter {ids} is not in polyfs's translation table and HDF5 cannot decode it "
+            raise self.unsupported(f"dataset {d.name}",
+                                   f"filter {ids} is not in polyfs's translation table and HDF5 cannot decode it "
                            f"({' '.join(str(exc).split())})") from None
 
     # -- pass 3: objects and links in the store model -------------------------------------
