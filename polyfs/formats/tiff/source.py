@@ -66,7 +66,7 @@ def claims(path: Path) -> bool:
 
 
 @dataclass
-class _Geometry:
+class Geometry:
     """Where a page's chunks sit: the canonical 5-D page shape of tifffile
     (``shaped``: planar samples, depth, Y, X, contig samples) and its chunk."""
 
@@ -87,7 +87,8 @@ class _Geometry:
         return tuple(c for c, k in zip(self.chunk, self.keep) if k)
 
 
-def _geometry(page) -> _Geometry:
+def geometry(page) -> Geometry:
+    """Where a page's segments (tiles or strips) sit in its 5-D shaped array."""
     shaped = tuple(int(x) for x in page.shaped)
     s_sep, depth, length, width, s_con = shaped
     if page.is_tiled:
@@ -96,7 +97,48 @@ def _geometry(page) -> _Geometry:
         rps = int(page.rowsperstrip or length) or length
         chunk = (1, 1, min(rps, length), width, s_con)
     keep = (s_sep > 1, depth > 1, True, True, s_con > 1)
-    return _Geometry(shaped, chunk, keep)
+    return Geometry(shaped, chunk, keep)
+
+
+_ROOT = object()  # the writer's root group (the default parent of an imported series)
+
+
+@dataclass
+class SeriesLayout:
+    """What one tifffile series is as a dataset: its pages, where their segments sit, the
+    dataset's dims (leading page dims, then the page's own), axes and element type."""
+
+    pages: list
+    key: Any  # the key frame (a TiffPage: tags, decode)
+    geo: Geometry
+    lead: tuple[int, ...]
+    axes: str
+    np_dtype: np.dtype  # in the file's byte order
+    source_type: T.DType
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return self.lead + self.geo.dims
+
+
+def series_layout(tif, series, pages: list | None = None) -> SeriesLayout:
+    """The dataset of one series (T.UnsupportedType for sample types the model lacks)."""
+    pages = list(series.pages) if pages is None else pages
+    key = series.keyframe
+    geo = geometry(key)
+    npages = len(pages)
+    page_axes = "".join(a for a, k in zip("SZYXS", geo.keep) if k)
+    sshape = tuple(int(x) for x in series.shape)
+    saxes = str(series.axes or "")
+    nlead = len(sshape) - len(geo.dims)
+    if nlead >= 0 and sshape[nlead:] == geo.dims and math.prod(sshape[:nlead]) == npages:
+        lead = sshape[:nlead]
+        axes = saxes[:nlead] + page_axes if len(saxes) == len(sshape) else ""
+    else:
+        lead = (npages,) if npages > 1 else ()
+        axes = ("I" if npages > 1 else "") + page_axes
+    np_dtype = np.dtype(series.dtype).newbyteorder(tif.byteorder)
+    return SeriesLayout(pages, key, geo, lead, axes, np_dtype, dtype_from_numpy(np_dtype))
 
 
 class TiffImporter:
@@ -132,11 +174,11 @@ class TiffImporter:
             levels = list(getattr(s, "levels", None) or [s])
             for j, level in enumerate(levels):
                 name = base if j == 0 else f"{base}_level{j}"
-                jobs.append(self._plan(tif, level, name))
+                jobs.append(self.plan_series(tif, level, name))
         bar = Progress(sum(j["nchunks"] for j in jobs), self.path.name, self.opts.progress)
         try:
             for job in jobs:
-                self._write(tif, job, bar)
+                self.write_series(tif, job, bar)
         finally:
             bar.close()
 
@@ -146,29 +188,22 @@ class TiffImporter:
             raise self.err(f"series {series.name or ''}".strip(), "has missing pages")
         return pages
 
-    def _plan(self, tif, series, name: str) -> dict[str, Any]:
+    def layout(self, tif, series, name: str) -> SeriesLayout:
+        """The dataset a series makes (every page's segments checked against the file size)."""
         pages = self._pages(series)
-        key = series.keyframe
-        geo = _geometry(key)
         for n, p in enumerate(pages):
             self._check_offsets(p, n)
-        npages = len(pages)
-        page_axes = "".join(a for a, k in zip("SZYXS", geo.keep) if k)
-        sshape = tuple(int(x) for x in series.shape)
-        saxes = str(series.axes or "")
-        nlead = len(sshape) - len(geo.dims)
-        if nlead >= 0 and sshape[nlead:] == geo.dims and math.prod(sshape[:nlead]) == npages:
-            lead = sshape[:nlead]
-            axes = saxes[:nlead] + page_axes if len(saxes) == len(sshape) else ""
-        else:
-            lead = (npages,) if npages > 1 else ()
-            axes = ("I" if npages > 1 else "") + page_axes
-        dims = lead + geo.dims
-        np_dtype = np.dtype(series.dtype).newbyteorder(tif.byteorder)
         try:
-            source_type = dtype_from_numpy(np_dtype)
+            return series_layout(tif, series, pages)
         except T.UnsupportedType as exc:
             raise self.err(f"series {name}", exc) from None
+
+    def plan_series(self, tif, series, name: str | None, parent: Any = _ROOT) -> dict[str, Any]:
+        """Plan one series as a dataset ``name`` of ``parent`` (default: the root; None: unlinked)."""
+        lay = self.layout(tif, series, name or "image")
+        pages, key, geo, lead, dims, axes, np_dtype = (lay.pages, lay.key, lay.geo, lay.lead, lay.dims, lay.axes,
+                                                      lay.np_dtype)
+        source_type = lay.source_type
         copy_filters = self._copy_filters(key, pages, geo, np_dtype)
         if copy_filters is not None:
             chunks = (1,) * len(lead) + geo.chunk_dims
@@ -179,7 +214,10 @@ class TiffImporter:
             chunks = ((1,) * len(lead) + geo.chunk_dims) if key.is_tiled else \
                 chunks_for(dims, dtype.itemsize, self.opts.chunks)
             filters = stored_pipeline_filters(self.opts, dtype, chunks)
-        ds = self.writer.add_dataset(self.writer.root, name, dtype, Shape("simple", dims), chunks, filters)
+        if parent is _ROOT:
+            parent = self.writer.root
+        ds = self.writer.add_dataset(parent, name if parent is not None else None, dtype, Shape("simple", dims),
+                                     chunks, filters)
         self._attrs(tif, series, key, ds, axes)
         nchunks = len(pages) * math.prod(geo.grid) if copy_filters is not None else ds.nchunks
         return {"ds": ds, "pages": pages, "geo": geo, "lead": lead, "copy": copy_filters is not None,
@@ -193,76 +231,17 @@ class TiffImporter:
                                f"bytes {off}..{off + count} lie outside the file ({self.size} bytes): "
                                f"bogus offset or truncated file")
 
-    def _copy_filters(self, key, pages, geo: _Geometry, np_dtype: np.dtype) -> list[Filter] | None:
+    def _copy_filters(self, key, pages, geo: Geometry, np_dtype: np.dtype) -> list[Filter] | None:
         """The HDF5 filters the stored tiles are already in ([] for uncompressed
         tiles when the chosen encoding is none too), or None to decode them."""
-        comp = int(key.compression)
-        raw_ok = comp == 1 and not self.opts.encoding.filters
-        if (comp not in COPY_COMPRESSIONS and not raw_ok) or int(key.predictor) != 1 or int(key.fillorder) != 1:
-            return None
-        if int(key.sampleformat) not in (1, 2, 3) or np_dtype.kind not in "uif":
-            return None
-        bps = key.bitspersample
-        if isinstance(bps, tuple):
-            bps = bps[0]
-        if int(bps) != 8 * np_dtype.itemsize or getattr(key, "subsampling", None) not in (None, (1, 1)):
-            return None
-        if not key.is_tiled and math.prod(geo.chunk) * np_dtype.itemsize < MIN_STRIP_BYTES:
-            return None  # small strips would make tiny chunk objects: decode and use the chunk rule
-        for p in pages:  # every page must be laid out like the key page (frames share it)
-            if len(p.dataoffsets) != math.prod(geo.grid):
-                return None
-            if p is key or not hasattr(p, "tags"):
-                continue
-            if int(p.compression) != comp or tuple(p.shaped) != geo.shaped or bool(p.is_tiled) != bool(key.is_tiled) \
-                    or int(p.predictor) != 1 or _geometry(p).chunk != geo.chunk:
-                return None
-        if raw_ok:
-            return []
-        fid = COPY_COMPRESSIONS[comp]
-        return [Filter(fid, (DEFAULT_LEVELS[fid],))]
+        return copy_filters(key, pages, geo, np_dtype, raw_ok=not self.opts.encoding.filters)
 
     def _attrs(self, tif, series, key, ds, axes: str) -> None:
-        w = self.writer
-        vl = T.StringType(None, "utf8", "nullterm")
-        if axes:
-            w.set_attr(ds, "axes", vl, Shape("scalar"), axes)
-        if series.name:
-            w.set_attr(ds, "name", vl, Shape("scalar"), str(series.name))
-        try:
-            w.set_attr(ds, "photometric", vl, Shape("scalar"), key.photometric.name)
-        except AttributeError:
-            pass
-        tags = key.tags if hasattr(key, "tags") else {}
-        xres, yres = tags.get("XResolution"), tags.get("YResolution")
-        if xres is not None and yres is not None:
-            res = [_rational(xres.value), _rational(yres.value)]
-            w.set_attr(ds, "resolution", T.FloatType(8), Shape("simple", (2,)), res)
-            unit = tags.get("ResolutionUnit")
-            if unit is not None:
-                try:
-                    import tifffile
-
-                    uname = tifffile.RESUNIT(unit.value).name.lower()
-                except (ValueError, AttributeError):
-                    uname = str(unit.value)
-                w.set_attr(ds, "resolution_unit", vl, Shape("scalar"), uname)
-        meta = tif.imagej_metadata if tif.is_imagej else None
-        if meta:
-            for k, v in meta.items():
-                if k in ("LUTs", "Ranges", "Labels", "Overlays", "ROI", "Properties", "Info", "Plot"):
-                    continue
-                try:
-                    json.dumps(v)
-                except (TypeError, ValueError):
-                    continue
-                t, s, val = json_attribute(v)
-                w.set_attr(ds, f"imagej_{k}", t, s, val)
-        elif not (tif.is_shaped or tif.is_ome) and getattr(key, "description", ""):
-            w.set_attr(ds, "image_description", vl, Shape("scalar"), key.description)
+        for name, (t, shape, value) in image_attributes(tif, series, key, axes).items():
+            self.writer.set_attr(ds, name, t, shape, value)
 
     # -- writing ------------------------------------------------------------------------
-    def _write(self, tif, job: dict[str, Any], bar: Progress) -> None:
+    def write_series(self, tif, job: dict[str, Any], bar: Progress) -> None:
         if job["copy"]:
             self._copy(tif, job, bar)
         else:
@@ -306,10 +285,10 @@ class TiffImporter:
                     sink.encoded(ds, coords, padded(ds, part.astype(ds.type.numpy())))
 
     @staticmethod
-    def _is_full(geo: _Geometry, local) -> bool:
+    def _is_full(geo: Geometry, local) -> bool:
         return all((int(c) + 1) * n <= s for c, n, s in zip(local, geo.chunk, geo.shaped))
 
-    def _page_array(self, page, geo: _Geometry, n: int) -> np.ndarray:
+    def _page_array(self, page, geo: Geometry, n: int) -> np.ndarray:
         try:
             arr = page.asarray()
         except Exception as exc:  # codec errors of all kinds from imagecodecs
@@ -340,6 +319,82 @@ class TiffImporter:
             return out
 
         write_decoded(self.writer, ds, read, None, skip_fill=True, progress=bar)
+
+
+def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
+    """The attributes an image's tags make (name -> type, shape, JSON value): ``axes``,
+    ``name``, ``photometric``, ``resolution`` (X, Y per unit) with ``resolution_unit``, the
+    ImageJ hyperstack metadata as ``imagej_<key>``, else a foreign ImageDescription."""
+    out: dict[str, tuple[T.DType, Shape, Any]] = {}
+    vl = T.StringType(None, "utf8", "nullterm")
+    if axes:
+        out["axes"] = (vl, Shape("scalar"), axes)
+    if series.name:
+        out["name"] = (vl, Shape("scalar"), str(series.name))
+    try:
+        out["photometric"] = (vl, Shape("scalar"), key.photometric.name)
+    except AttributeError:
+        pass
+    tags = key.tags if hasattr(key, "tags") else {}
+    xres, yres = tags.get("XResolution"), tags.get("YResolution")
+    if xres is not None and yres is not None:
+        res = [_rational(xres.value), _rational(yres.value)]
+        out["resolution"] = (T.FloatType(8), Shape("simple", (2,)), res)
+        unit = tags.get("ResolutionUnit")
+        if unit is not None:
+            try:
+                import tifffile
+
+                uname = tifffile.RESUNIT(unit.value).name.lower()
+            except (ValueError, AttributeError):
+                uname = str(unit.value)
+            out["resolution_unit"] = (vl, Shape("scalar"), uname)
+    meta = tif.imagej_metadata if tif.is_imagej else None
+    if meta:
+        for k, v in meta.items():
+            if k in ("LUTs", "Ranges", "Labels", "Overlays", "ROI", "Properties", "Info", "Plot"):
+                continue
+            try:
+                json.dumps(v)
+            except (TypeError, ValueError):
+                continue
+            t, sh, val = json_attribute(v)
+            out[f"imagej_{k}"] = (t, sh, val)
+    elif not (tif.is_shaped or tif.is_ome) and getattr(key, "description", ""):
+        out["image_description"] = (vl, Shape("scalar"), key.description)
+    return out
+
+
+def copy_filters(key, pages, geo: Geometry, np_dtype: np.dtype, raw_ok: bool = False) -> list[Filter] | None:
+    """The HDF5 filters a page's segments are already in, so they can be stored as they are
+    (``[]``: uncompressed, when ``raw_ok``), or None when they must be decoded: deflate or zstd
+    without predictor, whole bytes per sample, every page laid out like ``key``; strips only
+    when one holds at least :data:`MIN_STRIP_BYTES`."""
+    comp = int(key.compression)
+    raw_ok = comp == 1 and raw_ok
+    if (comp not in COPY_COMPRESSIONS and not raw_ok) or int(key.predictor) != 1 or int(key.fillorder) != 1:
+        return None
+    if int(key.sampleformat) not in (1, 2, 3) or np_dtype.kind not in "uif":
+        return None
+    bps = key.bitspersample
+    if isinstance(bps, tuple):
+        bps = bps[0]
+    if int(bps) != 8 * np_dtype.itemsize or getattr(key, "subsampling", None) not in (None, (1, 1)):
+        return None
+    if not key.is_tiled and math.prod(geo.chunk) * np_dtype.itemsize < MIN_STRIP_BYTES:
+        return None  # small strips would make tiny chunk objects: decode and use the chunk rule
+    for p in pages:  # every page must be laid out like the key page (frames share it)
+        if len(p.dataoffsets) != math.prod(geo.grid):
+            return None
+        if p is key or not hasattr(p, "tags"):
+            continue
+        if int(p.compression) != comp or tuple(p.shaped) != geo.shaped or bool(p.is_tiled) != bool(key.is_tiled) \
+                or int(p.predictor) != 1 or geometry(p).chunk != geo.chunk:
+            return None
+    if raw_ok:
+        return []
+    fid = COPY_COMPRESSIONS[comp]
+    return [Filter(fid, (DEFAULT_LEVELS[fid],))]
 
 
 def _rational(v: Any) -> float:
