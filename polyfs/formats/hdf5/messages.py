@@ -20,7 +20,7 @@ from ...model import types as T
 from ...model.schema import Shape
 from .dtypes import encode_type, shared_type
 from .layout import AddrKey, Blob
-from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2, FILL_SIZE, FILL_V2, FILTER_PIPELINE_V1, FILTER_V1, FLAG_CONSTANT, FLAG_SHARED, GROUP_INFO, LAYOUT_V3_CHUNKED, LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_SOFT, LINK_V1, MAX_MESSAGE, MESSAGE_V1, MSG_ATTRIBUTE, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL, MSG_FILTERS, MSG_GROUP_INFO, MSG_LAYOUT, MSG_LINK, MSG_LINK_INFO, MSG_SYMBOL_TABLE, OBJECT_HEADER_V1, SPACE_NULL, SPACE_SCALAR, SPACE_SIMPLE, SYMBOL_TABLE_MSG, UNDEF, pad8, padded)
+from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2, FILL_SIZE, FILL_V2, FILTER_PIPELINE_V1, FILTER_V1, FLAG_CONSTANT, FLAG_SHARED, GROUP_INFO, LAYOUT_V3_CHUNKED, LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_INFO_ORDERED, LINK_SOFT, LINK_V1, MAX_MESSAGE, MESSAGE_V1, MSG_ATTRIBUTE, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL, MSG_FILTERS, MSG_GROUP_INFO, MSG_LAYOUT, MSG_LINK, MSG_LINK_INFO, MSG_SYMBOL_TABLE, OBJECT_HEADER_V1, SPACE_NULL, SPACE_SCALAR, SPACE_SIMPLE, SYMBOL_TABLE_MSG, UNDEF, pad8, padded)
 
 FILTER_NAMES = {DEFLATE: "deflate", SHUFFLE: "shuffle", FLETCHER32: "fletcher32", ZSTD: "zstd",
                 BLOSC: "blosc", BZIP2: "bzip2"}
@@ -161,23 +161,30 @@ def symbol_table(btree: AddrKey, heap: AddrKey) -> Message:
     return Message(MSG_SYMBOL_TABLE, body)
 
 
-def link_info() -> Message:
-    return Message(MSG_LINK_INFO, Blob(LINK_INFO.pack()))
+def link_info(next_order: int | None = None) -> Message:
+    """Compact link storage; ``next_order``: links carry creation orders, the next one is this."""
+    if next_order is None:
+        return Message(MSG_LINK_INFO, Blob(LINK_INFO.pack()))
+    return Message(MSG_LINK_INFO, Blob(LINK_INFO_ORDERED.pack(max_creation_index=next_order)))
 
 
 def group_info() -> Message:
     return Message(MSG_GROUP_INFO, Blob(GROUP_INFO.pack()), FLAG_CONSTANT)
 
 
-def link(name: str, kind: str, target: AddrKey | None = None, path: str = "", file: str = "") -> Message:
-    """A link message (hard: ``target`` is the object's address key)."""
+def link(name: str, kind: str, target: AddrKey | None = None, path: str = "", file: str = "",
+         order: int | None = None) -> Message:
+    """A link message (hard: ``target`` is the object's address key; ``order``: its creation order)."""
     raw = name.encode("utf-8")
     n = len(raw)
     width, code = (1, 0) if n < 1 << 8 else (2, 1) if n < 1 << 16 else (4, 2)
-    flags = code | (0x08 if kind != "hard" else 0) | (0x10 if not name.isascii() else 0)
+    flags = code | (0x08 if kind != "hard" else 0) | (0x10 if not name.isascii() else 0) | \
+        (0x04 if order is not None else 0)
     body = Blob(LINK_V1.pack(flags=flags))
     if kind != "hard":
         body.write(bytes([LINK_SOFT if kind == "soft" else LINK_EXTERNAL]))
+    if order is not None:
+        body.write(struct.pack("<q", order))
     if not name.isascii():
         body.write(b"\x01")
     body.write(n.to_bytes(width, "little") + raw)

@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 
 USER_BLOCK = 512
 MAX_LINK_MESSAGES = 60_000  # one object header holds at most 65535 messages
+COMPACT_LINKS = 1024  # groups up to this size hold link messages (larger: a symbol table B-tree)
 SUPERBLOCK_SIZE = SUPERBLOCK_V0.size + SYMBOL_TABLE_ENTRY.size
 
 
@@ -205,11 +206,13 @@ class DomainRenderer:
 
     def _group_messages(self, g: Group, path: str, out: list[Block]) -> list[M.Message]:
         links = self._shown_links(g, path)
-        external = any(link.kind == "external" for link in links)
-        if external:
-            msgs = [M.link_info(), M.group_info()]
-            for link in links:
-                msgs.append(self._link_message(link))
+        if len(links) <= COMPACT_LINKS or any(link.kind == "external" for link in links):
+            # link messages in the header, each with its creation order (links in the order they
+            # were made): netCDF-4 opens a file for writing only when every group tracks it
+            ordered = sorted(links, key=lambda lk: (lk.created, lk.name))
+            msgs = [M.link_info(len(ordered)), M.group_info()]
+            for order, link in enumerate(ordered):
+                msgs.append(self._link_message(link, order))
             return msgs
         symbols = []
         for link in links:
@@ -222,13 +225,13 @@ class DomainRenderer:
         out.extend(blocks)
         return [M.symbol_table(tree, heap)]
 
-    def _link_message(self, link: Link) -> M.Message:
+    def _link_message(self, link: Link, order: int) -> M.Message:
         if link.kind == "hard":
-            return M.link(link.name, "hard", target=self.ref_key(link.id))
+            return M.link(link.name, "hard", target=self.ref_key(link.id), order=order)
         if link.kind == "soft":
-            return M.link(link.name, "soft", path=link.h5path or "")
+            return M.link(link.name, "soft", path=link.h5path or "", order=order)
         return M.link(link.name, "external", path=link.h5path or "/",
-                      file=external_file(link.domain or "", self.model.path))
+                      file=external_file(link.domain or "", self.model.path), order=order)
 
     # -- attributes -------------------------------------------------------------------------
     def _attributes(self, obj: Any, path: str) -> list[M.Message]:

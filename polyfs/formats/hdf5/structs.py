@@ -225,6 +225,14 @@ LINK_INFO = Layout.of("link info message", [
     ("heap_address", "Q", UNDEF),  # compact storage: no fractal heap
     ("name_btree_address", "Q", UNDEF),
 ])
+LINK_INFO_ORDERED = Layout.of("link info message, creation order tracked and indexed", [
+    ("version", "B", 0),
+    ("flags", "B", 3),  # netCDF-4 writes only to groups whose links are creation-ordered
+    ("max_creation_index", "Q"),  # the order the next link gets
+    ("heap_address", "Q", UNDEF),  # compact storage: no fractal heap, no indexes yet
+    ("name_btree_address", "Q", UNDEF),
+    ("order_btree_address", "Q", UNDEF),
+])
 GROUP_INFO = Layout.of("group info message", [("version", "B", 0), ("flags", "B", 0)])
 LINK_V1 = Layout.of("link message header", [("version", "B", 1), ("flags", "B")])
 LINK_HARD, LINK_SOFT, LINK_EXTERNAL = 0, 1, 64

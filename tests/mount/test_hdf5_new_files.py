@@ -1,0 +1,201 @@
+"""New files through the HDF5 view of a real mount: h5py ``"w"``, netCDF4 ``"w"``, ``rm``.
+
+A file written from scratch in ``hdf5/`` becomes a domain (``x.h5`` -> ``/x.h5``,
+``x.nc`` -> ``/x.nc``, shown as ``hdf5/x.nc``); written over an existing
+domain's file it replaces that domain; ``rm`` deletes it. Everything is read
+back by independent readers (a fresh h5py, netCDF4, h5dump, zarr-python,
+tensorstore on N5) and by the store model. Files that are not HDF5 are refused
+and leave the store byte-identical.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polyfs.importers import import_source
+
+h5py = pytest.importorskip("h5py")
+hdf5plugin = pytest.importorskip("hdf5plugin")
+zarr = pytest.importorskip("zarr")
+ts = pytest.importorskip("tensorstore")
+
+ENV = dict(os.environ, HDF5_PLUGIN_PATH=hdf5plugin.PLUGIN_PATH)
+
+
+def snapshot(store: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+def catalog(store: Path):
+    from polyfs.model.catalog import Catalog
+    from polyfs.store import open_store
+
+    return Catalog(open_store(str(store), read_only=True))
+
+
+def model_array(store: Path, domain: str, path: str) -> np.ndarray:
+    from corpus import read_dataset
+
+    cat = catalog(store)
+    return read_dataset(cat, cat.load(domain).resolve(path))
+
+
+@pytest.fixture
+def empty_store(tmp_path):
+    """A store holding one small domain (so the mount has something) and room for more."""
+    src = tmp_path / "seed.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", data=np.arange(10))
+    store = tmp_path / "store"
+    import_source(src, str(store), progress=False)
+    return store
+
+
+def test_h5py_w_makes_a_domain_every_view_shows(mount_store, empty_store):
+    store = empty_store
+    m = mount_store(str(store))
+    rng = np.random.default_rng(11)
+    want = {
+        "img": rng.integers(0, 4000, (64, 80)).astype("uint16"),
+        "grp/temps": rng.random((20, 30)).astype("float32"),
+        "grp/contig": np.arange(12, dtype=">i8").reshape(3, 4),
+    }
+    cmp = np.zeros(7, dtype=[("id", "<i4"), ("v", "<f8")])
+    cmp["id"], cmp["v"] = np.arange(7), np.linspace(0, 1, 7)
+    path = m.path / "hdf5" / "fresh.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "made by h5py through polyfs"
+        f.create_dataset("img", data=want["img"], chunks=(32, 40), compression="gzip", maxshape=(None, 80))
+        g = f.create_group("grp")
+        g.create_dataset("temps", data=want["grp/temps"], chunks=(10, 10), **hdf5plugin.Zstd())
+        g.create_dataset("contig", data=want["grp/contig"])
+        g.attrs["n"] = np.int32(5)
+        f.create_dataset("cmp", data=cmp, chunks=(4,), compression="gzip")
+        f.create_dataset("names", data=np.array(["x", "yy", "zzz"], dtype=h5py.string_dtype()))
+        f["alias"] = h5py.SoftLink("/img")
+    assert "fresh.h5" in os.listdir(m.path / "hdf5")
+    assert "fresh.zarr" in os.listdir(m.path / "zarr")
+    for name, data in want.items():
+        np.testing.assert_array_equal(model_array(store, "/fresh.h5", name), data)
+    np.testing.assert_array_equal(model_array(store, "/fresh.h5", "cmp"), cmp)
+    with h5py.File(path, "r") as f:
+        for name, data in want.items():
+            np.testing.assert_array_equal(f[name][()], data)
+        assert f.attrs["title"] == "made by h5py through polyfs" and f["grp"].attrs["n"] == 5
+        assert f["img"].maxshape == (None, 80) and f["img"].compression == "gzip"
+        assert [s.decode() for s in f["names"][()]] == ["x", "yy", "zzz"]
+        assert f.get("alias", getlink=True).path == "/img"
+    root = zarr.open_group(str(m.path / "zarr" / "fresh.zarr"), mode="r")
+    for name, data in want.items():
+        np.testing.assert_array_equal(root[name][:], data)
+    t = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(m.path / "n5" / "fresh.n5" / "grp/temps")}})
+    np.testing.assert_array_equal(np.asarray(t.result().read().result()).T, want["grp/temps"])
+    out = subprocess.run(["h5dump", "-H", str(path)], capture_output=True, text=True, env=ENV, timeout=60)
+    assert out.returncode == 0 and 'DATASET "img"' in out.stdout, out.stderr
+
+    # the stored chunks of the gzip dataset are the bytes h5py wrote (no recompression)
+    with h5py.File(path, "r") as f:
+        _, first = f["img"].id.read_direct_chunk((0, 0))
+    cat = catalog(store)
+    ds = cat.load("/fresh.h5").resolve("img")
+    assert cat.store.get(cat.chunk_index(ds).key_of((0, 0))) == bytes(first)
+
+
+def test_netcdf4_w_makes_a_domain_netcdf_reads_back(mount_store, empty_store):
+    netCDF4 = pytest.importorskip("netCDF4")
+    store = empty_store
+    m = mount_store(str(store))
+    path = m.path / "hdf5" / "clim.nc"
+    temps = np.random.default_rng(2).random((5, 6, 7)).astype("float32")
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+        nc.title = "climate"
+        nc.createDimension("time", None)
+        nc.createDimension("lat", 6)
+        nc.createDimension("lon", 7)
+        lat = nc.createVariable("lat", "f8", ("lat",))
+        lat[:] = np.linspace(-50, 50, 6)
+        lat.units = "degrees_north"
+        tv = nc.createVariable("temp", "f4", ("time", "lat", "lon"), zlib=True, complevel=3)
+        tv.units = "K"
+        tv[0:5] = temps
+    assert "clim.nc" in os.listdir(m.path / "hdf5")
+    with netCDF4.Dataset(path, "r") as nc:
+        assert nc.title == "climate"
+        assert nc.dimensions["time"].isunlimited() and len(nc.dimensions["time"]) == 5
+        np.testing.assert_array_equal(nc["temp"][:], temps)
+        assert nc["temp"].units == "K"
+        np.testing.assert_array_equal(nc["lat"][:], np.linspace(-50, 50, 6))
+    np.testing.assert_array_equal(model_array(store, "/clim.nc", "temp"), temps)
+    root = zarr.open_group(str(m.path / "zarr" / "clim.nc.zarr"), mode="r")
+    np.testing.assert_array_equal(root["temp"][:], temps)
+    xr = pytest.importorskip("xarray")
+    with xr.open_dataset(path, engine="netcdf4") as dset:
+        np.testing.assert_array_equal(dset["temp"].values, temps)
+        assert dset.attrs["title"] == "climate"
+
+    # netCDF4 "a": append along the unlimited dimension, through the same view file
+    with netCDF4.Dataset(path, "a") as nc:
+        nc["temp"][5:7] = temps[:2] + 100
+    with netCDF4.Dataset(path, "r") as nc:
+        assert len(nc.dimensions["time"]) == 7
+        np.testing.assert_array_equal(nc["temp"][5:7], temps[:2] + 100)
+
+
+def test_w_over_an_existing_file_replaces_its_domain_and_rm_deletes_it(mount_store, empty_store):
+    store = empty_store
+    m = mount_store(str(store))
+    old_root = catalog(store).load("/seed.h5").domain.root
+    path = m.path / "hdf5" / "seed.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("y", data=np.arange(5, dtype="int16"))
+    with h5py.File(path, "r") as f:
+        assert list(f) == ["y"]
+        np.testing.assert_array_equal(f["y"][()], np.arange(5))
+    new_root = catalog(store).load("/seed.h5").domain.root
+    assert new_root != old_root
+    old_prefix = "db/" + old_root.split("-", 1)[1].split("-")[0]
+    assert not any(k.startswith(old_prefix) for k in snapshot(store)), "the replaced domain's objects are deleted"
+    os.unlink(path)
+    assert "seed.h5" not in os.listdir(m.path / "hdf5")
+    assert "seed.zarr" not in os.listdir(m.path / "zarr")
+    assert not catalog(store).domain_exists("/seed.h5")
+
+
+@pytest.mark.parametrize("bad", ["garbage", "truncated"])
+def test_a_new_file_that_is_not_hdf5_is_refused(mount_store, empty_store, tmp_path, bad):
+    store = empty_store
+    m = mount_store(str(store))
+    before = snapshot(store)
+    local = tmp_path / "local.h5"
+    with h5py.File(local, "w") as f:
+        f.create_dataset("d", data=np.arange(100000), chunks=(1000,), compression="gzip")
+    body = local.read_bytes()
+    data = os.urandom(4096) if bad == "garbage" else body[: len(body) // 2]
+    with pytest.raises(OSError) as ei:
+        with open(m.path / "hdf5" / "broken.h5", "wb") as f:
+            f.write(data)
+    assert ei.value.errno in (errno.EINVAL, errno.EIO)
+    assert snapshot(store) == before
+    assert "broken.h5" not in os.listdir(m.path / "hdf5")
+    lines = [ln for ln in m.log_text().splitlines() if "broken.h5" in ln and ("ERROR" in ln or "WARNING" in ln)]
+    assert len(lines) == 1, m.log_text()[-2000:]
+
+
+def test_cp_of_an_hdf5_file_into_the_view_imports_it(mount_store, empty_store, tmp_path):
+    """``cp`` is a writer too: a local HDF5 file copied in becomes a domain."""
+    store = empty_store
+    m = mount_store(str(store))
+    local = tmp_path / "copied.h5"
+    data = np.random.default_rng(5).integers(0, 100, (300, 200)).astype("int32")
+    with h5py.File(local, "w") as f:
+        f.create_dataset("a/b", data=data, chunks=(100, 100), compression="gzip")
+    shutil.copy(local, m.path / "hdf5" / "copied.h5")
+    with h5py.File(m.path / "hdf5" / "copied.h5", "r") as f:
+        np.testing.assert_array_equal(f["a/b"][()], data)
+    np.testing.assert_array_equal(model_array(store, "/copied.h5", "a/b"), data)
