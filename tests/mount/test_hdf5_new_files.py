@@ -199,3 +199,59 @@ def test_cp_of_an_hdf5_file_into_the_view_imports_it(mount_store, empty_store, t
     with h5py.File(m.path / "hdf5" / "copied.h5", "r") as f:
         np.testing.assert_array_equal(f["a/b"][()], data)
     np.testing.assert_array_equal(model_array(store, "/copied.h5", "a/b"), data)
+
+
+def test_netcdf4_a_adds_variables_dimensions_and_attributes(mount_store, empty_store):
+    """netCDF4 ``"a"`` on a view file: new dimensions (dimension scales with references between
+    datasets), variables and attributes land in the store and read back through netCDF4."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    store = empty_store
+    m = mount_store(str(store))
+    path = m.path / "hdf5" / "obs.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        t = nc.createVariable("time", "f8", ("time",))
+        t[:] = np.arange(4.0)
+    rng = np.random.default_rng(4)
+    rain = rng.random((4, 3)).astype("float32")
+    with netCDF4.Dataset(path, "a") as nc:
+        nc.createDimension("station", 3)
+        st = nc.createVariable("station", "i4", ("station",))
+        st[:] = [10, 20, 30]
+        v = nc.createVariable("rain", "f4", ("time", "station"), zlib=True, fill_value=-1.0)
+        v.units = "mm"
+        v[:] = rain
+        nc.history = "rain added"
+    with netCDF4.Dataset(path, "r") as nc:
+        assert list(nc.dimensions) == ["time", "station"] and len(nc.dimensions["station"]) == 3
+        assert nc["rain"].dimensions == ("time", "station") and nc["rain"].units == "mm"
+        np.testing.assert_array_equal(nc["rain"][:], rain)
+        assert nc["rain"]._FillValue == -1.0 and nc.history == "rain added"
+        np.testing.assert_array_equal(nc["station"][:], [10, 20, 30])
+    np.testing.assert_array_equal(model_array(store, "/obs.nc", "rain"), rain)
+    xr = pytest.importorskip("xarray")
+    with xr.open_dataset(path, engine="netcdf4") as dset:
+        np.testing.assert_array_equal(dset["rain"].values, rain)
+        np.testing.assert_array_equal(dset["station"].values, [10, 20, 30])
+
+
+def test_h5py_r_plus_dimension_scales_and_references(mount_store, empty_store):
+    store = empty_store
+    m = mount_store(str(store))
+    path = m.path / "hdf5" / "seed.h5"
+    with h5py.File(path, "r+") as f:
+        f.create_dataset("xs", data=np.linspace(0, 1, 10))
+        f["xs"].make_scale("x")
+        f["x"].dims[0].attach_scale(f["xs"])
+        refs = f.create_dataset("refs", (2,), dtype=h5py.ref_dtype)
+        refs[0], refs[1] = f["x"].ref, f["xs"].ref
+        f.attrs["points_at"] = f["xs"].ref
+    with h5py.File(path, "r") as f:
+        assert f["x"].dims[0][0].name == "/xs"
+        assert f[f["refs"][0]].name == "/x" and f[f["refs"][1]].name == "/xs"
+        assert f[f.attrs["points_at"]].name == "/xs"
+        np.testing.assert_array_equal(f["x"][()], np.arange(10))
+    cat = catalog(store)
+    model = cat.load("/seed.h5")
+    xs = model.resolve("xs")
+    assert model.resolve("x").attributes["DIMENSION_LIST"].value == [["datasets/" + xs.id]]
