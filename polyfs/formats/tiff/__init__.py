@@ -6,4 +6,5 @@ metadata from attributes), image.py (one image's IFD chain), tiles.py
 """
 from ..base import Format
 
-FORMAT = Format("tiff", __name__, "", "dir", has_source=True, source_suffixes=(".tif", ".tiff", ".btf"))
+FORMAT = Format("tiff", __name__, "", "dir", has_source=True, has_ingest=True,
+                source_suffixes=(".tif", ".tiff", ".btf"))

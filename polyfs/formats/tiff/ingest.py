@@ -1,0 +1,626 @@
+"""What writers do to ``tiff/<stem>/<path>.tif``: a whole TIFF is one dataset.
+
+At flush the written file (the view's bytes plus the writer's dirty pages, or a
+file made from scratch) is read by tifffile over the overlay, never whole:
+
+- **a new name** (``a/b.tif`` where group ``a`` has no ``b``): a new dataset
+  ``/a/b``, made as ``polyfs import`` makes one from a TIFF (source.py: shape
+  ``[pages...] [samples] Y X [samples]``, tiles in a codec of the table stored
+  as they are, strips and other codecs re-chunked in the default encoding,
+  resolution tags and ImageJ hyperstack metadata as attributes). Its chunks are
+  stored under its own id before the commit links it; refused files leave none.
+- **an existing dataset's file rewritten in place** (libtiff ``r+``, tifffile's
+  tag ``overwrite``, bytes written into a tile's range): each page and tile of
+  the file is compared with the view's file it was opened over; a tile still at
+  its planned offset and size whose bytes the writer never touched is unchanged
+  and never read. Every chunk a changed tile overlaps is stored anew: the tile's
+  bytes as they are when the tile is the chunk and its codec is the dataset's,
+  else the stored chunk decoded, the tiles laid over it, encoded as stored.
+- **an existing dataset's file written from scratch** (``tifffile.imwrite``,
+  ``tiffcp``, ``gdal_translate`` onto the name): the dataset's data is replaced.
+  The element type must stay (byte order may change), the rank too; another
+  shape is a resize within the dataset's maximum shape. Chunks keep the
+  dataset's shape and encoding; resolution and ImageJ attributes the file
+  carries are set.
+
+Everything is validated (offsets inside the file, every changed tile decoded
+once) before anything of the existing dataset is committed; a bad file is
+refused with InvalidInput (EINVAL) or UnsupportedType (EOPNOTSUPP) naming it.
+Only the full-resolution image of the file's one series is taken (pyramid
+levels a writer adds are not stored).
+"""
+from __future__ import annotations
+
+import io
+import itertools
+import logging
+import math
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ...codecs.pipeline import Pipeline
+from ...errors import CodecError, InvalidInput, NotFound, NotPermitted, PolyfsError, UnsupportedType
+from ...importers.common import ImportOptions, Progress, chunk_region, parse_codec
+from ...model import types as T
+from ...model import values
+from ...model.changes import ObjectChange
+from ...model.schema import Attribute, Dataset, Group, Link, now
+from ...model.writer import ObjectsWriter
+from ...views.base import ViewContext
+from ...writes.chunkin import Incoming, stored_dtype, to_stored
+from ...writes.protocol import ByteSource, ChunkBytes, DocumentChanges, SourceReader, WrittenFile
+from .image import EXTENSION
+from .source import Geometry, SeriesLayout, TiffImporter, copy_filters, geometry, image_attributes
+
+log = logging.getLogger(__name__)
+
+READ_BUFFER = 1 << 16  # tifffile's reads of IFDs go through a buffer this big
+VALIDATE_THREADS = 4
+# attributes a rewritten file sets on its existing dataset (the rest describe how it was written)
+REPLACED_ATTRIBUTES = ("resolution", "resolution_unit")
+
+
+def _options(where: str) -> ImportOptions:
+    """How data in no codec of the table is stored (the import default)."""
+    return ImportOptions(parse_codec(None, None, where), progress=False)
+
+
+class _Base:
+    """The view's file a writer opened (``PendingFile.base``) as a ByteSource."""
+
+    def __init__(self, base: Any) -> None:
+        self._base = base
+
+    def size(self) -> int:
+        return int(self._base.size)
+
+    def read(self, off: int, n: int) -> bytes:
+        return self._base.read(off, n)
+
+
+@contextmanager
+def _reading(where: str) -> Iterator[None]:
+    """Whatever tifffile or a codec raises while reading a written file: InvalidInput naming it.
+    polyfs's own errors keep their kind (and get the file's name)."""
+    tiff_log = logging.getLogger("tifffile")
+    level = tiff_log.level
+    tiff_log.setLevel(logging.CRITICAL)  # the refusal is the one line that names the file
+    try:
+        yield
+    except PolyfsError as exc:
+        text = " ".join(str(exc).split())
+        if where in text:
+            raise
+        raise type(exc)(f"{where}: {text}") from None
+    except MemoryError:
+        raise InvalidInput(f"{where}: not a readable TIFF file (its tags ask for more memory than there is)") \
+            from None
+    except Exception as exc:  # tifffile and imagecodecs raise many kinds for broken files
+        text = " ".join(str(exc).split())
+        raise InvalidInput(f"{where}: not a readable TIFF file ({type(exc).__name__}: {text})") from None
+    finally:
+        tiff_log.setLevel(level)
+
+
+def _open(src: ByteSource):
+    import tifffile
+
+    return tifffile.TiffFile(io.BufferedReader(SourceReader(src), READ_BUFFER))  # type: ignore[arg-type]
+
+
+def _one_series(tif, where: str):
+    series = [s for s in tif.series if s is not None and len(s.pages)]
+    if not series:
+        raise InvalidInput(f"{where}: the file holds no image")
+    if len(series) > 1:
+        raise UnsupportedType(f"{where}: the file holds {len(series)} images of different shapes; "
+                              f"a file of this view is one dataset")
+    s = series[0]
+    if any(int(d) <= 0 for d in s.shape) or any(int(d) <= 0 for d in s.keyframe.shaped):
+        raise InvalidInput(f"{where}: the image has no pixels (no ImageWidth/ImageLength, or an empty IFD)")
+    return s
+
+
+class _Verifying(ObjectsWriter):
+    """New objects whose chunks are proved to decode to a whole chunk before they are stored
+    (the importer copies table-codec tiles without decoding them)."""
+
+    def write_chunk(self, ds: Dataset, coords, stored: bytes, crc32: int | None = None) -> None:
+        p = self.pipeline(ds)
+        try:
+            raw = p.decode(stored, ds.chunk_nbytes) if not p.is_identity else stored
+        except CodecError:
+            raise
+        except Exception as exc:  # zlib.error, zstd errors
+            raise CodecError(f"chunk {list(coords)} does not decode: {exc}") from None
+        if len(raw) != ds.chunk_nbytes:
+            raise CodecError(f"chunk {list(coords)} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")
+        super().write_chunk(ds, coords, stored, crc32)
+
+
+# -- the written image ----------------------------------------------------------------
+@dataclass
+class WrittenImage:
+    """The pages of a written TIFF as a dataset of ``lead + geo.dims``: where each page's
+    segments (tiles or strips) are and how they decode; reads regions segment by segment."""
+
+    offsets: np.ndarray  # (npages, nsegments)
+    counts: np.ndarray
+    key: Any  # the key page (decode, jpegtables)
+    geo: Geometry
+    lead: tuple[int, ...]
+    dtype: np.dtype  # in the file's byte order
+    filters: list | None  # the table codec the segments are in as they are (None: decode them)
+
+    @classmethod
+    def of(cls, pages: list, key: Any, geo: Geometry, lead: tuple[int, ...], dtype: np.dtype,
+           where: str) -> "WrittenImage":
+        nseg = math.prod(geo.grid)
+        if any(len(p.dataoffsets) != nseg or len(p.databytecounts) != nseg for p in pages):
+            raise UnsupportedType(f"{where}: pages are laid out differently (tiles or strips); "
+                                  f"they cannot be one dataset")
+        offsets = np.array([p.dataoffsets for p in pages], dtype=np.int64).reshape(len(pages), nseg)
+        counts = np.array([p.databytecounts for p in pages], dtype=np.int64).reshape(len(pages), nseg)
+        filters = copy_filters(key, pages, geo, dtype, raw_ok=True)
+        return cls(offsets, counts, key, geo, lead, dtype, filters)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return self.lead + self.geo.dims
+
+    @property
+    def npages(self) -> int:
+        return self.offsets.shape[0]
+
+    def check_bounds(self, size: int, where: str) -> None:
+        bad = (self.counts > 0) & ((self.offsets < 8) | (self.offsets + self.counts > size))
+        if bad.any():
+            n, t = (int(x) for x in np.argwhere(bad)[0])
+            off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
+            kind = "tile" if self.key.is_tiled else "strip"
+            raise InvalidInput(f"{where}: page {n} {kind} {t}: bytes {off}..{off + cnt} lie outside the file "
+                               f"({size} bytes): bogus offset or truncated file")
+
+    # -- geometry -------------------------------------------------------------------
+    def segment_box(self, n: int, t: int) -> tuple[slice, ...]:
+        """The region of the dataset that segment ``t`` of page ``n`` covers."""
+        lead = np.unravel_index(n, self.lead) if self.lead else ()
+        local = np.unravel_index(t, self.geo.grid)
+        box = [slice(int(i), int(i) + 1) for i in lead]
+        for li, c, s, k in zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep):
+            if k:
+                box.append(slice(int(li) * c, min((int(li) + 1) * c, s)))
+        return tuple(box)
+
+    def aligned(self, ds: Dataset) -> bool:
+        """Is every chunk of ``ds`` exactly one full segment (the segment is the chunk)?"""
+        if tuple(ds.chunks) != (1,) * len(self.lead) + self.geo.chunk_dims:
+            return False
+        return bool(self.key.is_tiled) or self.geo.shaped[2] % self.geo.chunk[2] == 0
+
+    def segment_of(self, coords: tuple[int, ...]) -> tuple[int, int]:
+        """The segment that is chunk ``coords`` (when :meth:`aligned`)."""
+        nlead = len(self.lead)
+        n = int(np.ravel_multi_index(coords[:nlead], self.lead)) if nlead else 0
+        it = iter(coords[nlead:])
+        local = [next(it) if k else 0 for k in self.geo.keep]
+        return n, int(np.ravel_multi_index(local, self.geo.grid))
+
+    # -- data ----------------------------------------------------------------------
+    def raw(self, src: ByteSource, n: int, t: int, where: str) -> bytes | None:
+        off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
+        if cnt <= 0 or off <= 0:
+            return None
+        data = src.read(off, cnt)
+        if len(data) != cnt:
+            raise InvalidInput(f"{where}: page {n} segment {t} lies past the end of the file")
+        return data
+
+    def segment(self, src: ByteSource, n: int, t: int, where: str) -> np.ndarray | None:
+        """Segment ``t`` of page ``n`` decoded, full size, as a 5-D block (None: not written)."""
+        data = self.raw(src, n, t, where)
+        if data is None:
+            return None
+        try:
+            arr, _, shape = self.key.decode(data, t, jpegtables=getattr(self.key, "jpegtables", None),
+                                            _fullsize=True)
+        except Exception as exc:  # imagecodecs and tifffile raise many kinds
+            raise InvalidInput(f"{where}: page {n} segment {t} does not decode "
+                               f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
+        want = tuple(self.geo.chunk[1:])
+        if arr is None or tuple(shape) != want:
+            raise InvalidInput(f"{where}: page {n} segment {t} decodes to shape {shape}, not {want}")
+        return np.asarray(arr).reshape((1, *want))
+
+    def segments_in(self, region: tuple[slice, ...]) -> Iterator[tuple[int, int]]:
+        """(page, segment) of every segment overlapping a dataset region."""
+        nlead = len(self.lead)
+        it = iter(region[nlead:])
+        ranges = []
+        for c, k in zip(self.geo.chunk, self.geo.keep):
+            if k:
+                sl = next(it)
+                ranges.append(range(sl.start // c, -(-sl.stop // c)))
+            else:
+                ranges.append(range(0, 1))
+        leads = itertools.product(*(range(s.start, s.stop) for s in region[:nlead]))
+        for lc in leads:
+            n = int(np.ravel_multi_index(lc, self.lead)) if nlead else 0
+            for local in itertools.product(*ranges):
+                yield n, int(np.ravel_multi_index(local, self.geo.grid))
+
+    def read(self, src: ByteSource, region: tuple[slice, ...], where: str,
+             only: set[tuple[int, int]] | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """The dataset region as the file has it (unwritten segments read as zeros); with
+        ``only``, just those segments are painted over ``out``."""
+        shape = tuple(s.stop - s.start for s in region)
+        if out is None:
+            out = np.zeros(shape, dtype=self.dtype)
+        for n, t in self.segments_in(region):
+            if only is not None and (n, t) not in only:
+                continue
+            seg = self.segment(src, n, t, where)
+            if seg is None:
+                if only is None:
+                    continue
+                seg = np.zeros((1, *self.geo.chunk[1:]), dtype=self.dtype)
+            self._paint(out, region, n, t, seg)
+        return out
+
+    def _paint(self, out: np.ndarray, region: tuple[slice, ...], n: int, t: int, seg: np.ndarray) -> None:
+        nlead = len(self.lead)
+        lead = [int(i) for i in np.unravel_index(n, self.lead)] if nlead else []
+        local = np.unravel_index(t, self.geo.grid)
+        dst: list[slice] = [slice(p - r.start, p - r.start + 1) for p, r in zip(lead, region[:nlead])]
+        srcs: list[slice] = []
+        it = iter(region[nlead:])
+        for li, c, s, k in zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep):
+            start = int(li) * c
+            if not k:
+                srcs.append(slice(0, 1))
+                continue
+            sl = next(it)
+            lo, hi = max(start, sl.start), min(start + c, sl.stop, s)
+            if hi <= lo:
+                return
+            dst.append(slice(lo - sl.start, hi - sl.start))
+            srcs.append(slice(lo - start, hi - start))
+        part = seg[tuple(srcs)]
+        target = out[tuple(dst)]
+        target[...] = part.reshape(target.shape)
+
+
+# -- the ingester ------------------------------------------------------------------------
+class TiffIngester:
+    """Reads a flushed ``tiff/<stem>/<path>.tif`` (changes validated before anything is committed)."""
+
+    document = True
+    meta_name = ""  # no file of this view is a metadata file
+    skip_attributes: tuple[str, ...] = ()
+
+    def __init__(self, ctx: ViewContext) -> None:
+        self.ctx = ctx
+        self.catalog = ctx.catalog
+
+    # -- what a path is ------------------------------------------------------------------
+    def is_document(self, t: Any) -> bool:
+        """``<group>/<name>.tif`` in an existing group of a domain."""
+        if t.domain is None or not isinstance(t.obj, Group) or len(t.rest) != 1:
+            return False
+        name = t.rest[0]
+        return name.endswith(EXTENSION) and len(name) > len(EXTENSION) and not name.startswith(".")
+
+    def replaces_domain(self, t: Any) -> bool:
+        return False  # a TIFF is one dataset, never a domain
+
+    def new_document(self, t: Any, src: ByteSource, where: str) -> None:
+        raise NotPermitted(f"{where}: a TIFF file is one dataset; write it inside a domain's directory")
+
+    # -- what a file changes -------------------------------------------------------------
+    def document_changes(self, t: Any, src: WrittenFile, where: str) -> DocumentChanges:
+        name = t.rest[0][: -len(EXTENSION)]
+        parent: Group = t.obj
+        existing = self._existing(t, parent, name, where)
+        with _reading(where):
+            with _open(src) as tif:
+                if existing is None:
+                    return self._new(t, parent, name, tif, src, where)
+                if getattr(src, "based", False):
+                    changes = self._in_place(t, existing, tif, src, where)
+                    if changes is not None:
+                        return changes
+                return self._replace(t, existing, tif, src, where)
+
+    def _existing(self, t: Any, parent: Group, name: str, where: str) -> Dataset | None:
+        link = parent.links.get(name)
+        if link is None:
+            return None
+        try:
+            obj = t.model.resolve(t.child_path(name))
+        except NotFound:
+            obj = None
+        if isinstance(obj, Dataset):
+            return obj
+        what = "a group" if isinstance(obj, Group) else f"a {link.kind} link that is no dataset"
+        raise InvalidInput(f"{where}: {t.child_path(name)} is {what}; a TIFF file can only be a dataset")
+
+    # -- a new dataset -------------------------------------------------------------------
+    def _new(self, t: Any, parent: Group, name: str, tif: Any, src: ByteSource, where: str) -> DocumentChanges:
+        series = _one_series(tif, where)
+        writer = _Verifying(self.catalog, t.model.domain)
+        imp = TiffImporter(Path(where), writer, _options(where))  # type: ignore[arg-type]
+        imp.size = src.size()
+        try:
+            job = imp.plan_series(tif, series, None, parent=None)
+            imp.write_series(tif, job, Progress(0, "", False))
+        except BaseException:
+            writer.abort()
+            raise
+        ds: Dataset = job["ds"]
+        links = dict(parent.links)
+        links[name] = Link(name, "hard", id=ds.id, created=now())
+        return DocumentChanges(objects=[ObjectChange(parent.id, links=links)], created=writer)
+
+    # -- an existing dataset, rewritten in place -----------------------------------------------
+    def _in_place(self, t: Any, ds: Dataset, tif: Any, src: WrittenFile, where: str) -> DocumentChanges | None:
+        """Tiles the writer changed in the view's file, or None when the file is no longer laid
+        out like the view's (then it replaces the data as a whole)."""
+        base = getattr(src, "base", None)
+        if base is None:
+            return None
+        pages = list(tif.pages)
+        if not pages or any(not hasattr(p, "dataoffsets") for p in pages):
+            return None
+        key = pages[0]
+        geo = geometry(key)
+        dims = ds.shape.array_shape
+        lead = tuple(dims[:-2])
+        if geo.dims != tuple(dims[-2:]) or len(pages) != math.prod(lead):
+            return None
+        dtype = _dtype(key, tif)
+        if dtype is None or not _same_type(ds, dtype):
+            return None
+        try:
+            with _open(_Base(base)) as old:
+                before = [(np.asarray(p.dataoffsets, np.int64), np.asarray(p.databytecounts, np.int64))
+                          for p in old.pages]
+        except Exception:  # noqa: BLE001 - the view's own file: it parses, unless the model moved meanwhile
+            return None
+        img = WrittenImage.of(pages, key, geo, lead, dtype, where)
+        if len(before) != img.npages or any(o.shape != img.offsets[n].shape for n, (o, _) in enumerate(before)):
+            return None
+        changed: set[tuple[int, int]] = set()
+        for n, (o, c) in enumerate(before):
+            for t_ in np.flatnonzero((o != img.offsets[n]) | (c != img.counts[n])):
+                changed.add((n, int(t_)))
+            for t_ in np.flatnonzero((o == img.offsets[n]) & (c == img.counts[n])):
+                if not src.untouched(int(o[t_]), int(c[t_])):
+                    changed.add((n, int(t_)))
+        img.check_bounds(src.size(), where)
+        out = DocumentChanges()
+        if not changed:
+            return out
+        chunks: dict[tuple[int, ...], set[tuple[int, int]]] = {}
+        for n, t_ in changed:
+            for coords in _chunks_of(ds, img.segment_box(n, t_)):
+                chunks.setdefault(coords, set()).add((n, t_))
+        pipe = self.catalog.pipeline(ds)
+        whole = img.aligned(ds)
+
+        def check(item: tuple[tuple[int, ...], set[tuple[int, int]]]) -> None:
+            coords, segs = item
+            if whole:
+                _check_segment(ds, img, src, *img.segment_of(coords), where)
+                return
+            for n, t_ in segs:
+                img.segment(src, n, t_, where)  # decodes, or refuses the file
+
+        _each(check, sorted(chunks.items()))
+        idx = self.catalog.chunk_index(ds)
+        puts: list[tuple[tuple[int, ...], ChunkBytes]] = []
+        for coords, segs in sorted(chunks.items()):
+            if whole:
+                puts.append((coords, _bind(self._as_stored, ds, pipe, img, src, coords, where)))
+            else:
+                exists = idx.size_of(idx.linear_of(coords)) >= 0
+                puts.append((coords, _bind(self._merged, ds, pipe, img, src, coords, segs, exists, where)))
+        out.puts[ds.id] = puts
+        return out
+
+    def _as_stored(self, ds: Dataset, pipe: Pipeline, img: WrittenImage, src: ByteSource,
+                   coords: tuple[int, ...], where: str) -> bytes:
+        """A chunk that is one whole segment: its bytes as they are when they are in the dataset's
+        encoding (proved by decoding them), else decoded and encoded as stored."""
+        n, t_ = img.segment_of(coords)
+        if img.filters is not None:
+            data = img.raw(src, n, t_, where)
+            if data is not None:
+                try:
+                    return to_stored(ds, pipe, Incoming(img.dtype, tuple(img.filters)), data)
+                except PolyfsError as exc:
+                    raise type(exc)(f"{where}: page {n} segment {t_}: {exc}") from None
+        region = chunk_region(ds, coords)
+        block = img.read(src, region, where)
+        return _encode(ds, pipe, block)
+
+    def _merged(self, ds: Dataset, pipe: Pipeline, img: WrittenImage, src: ByteSource, coords: tuple[int, ...],
+                segs: set[tuple[int, int]], exists: bool, where: str) -> bytes:
+        """A chunk some changed segments overlap: the stored chunk with those laid over it."""
+        dt = stored_dtype(ds)
+        if exists:
+            key = self.catalog.chunk_index(ds).key_of(coords)
+            raw = pipe.decode(self.catalog.store.get(key), ds.chunk_nbytes) if not pipe.is_identity \
+                else self.catalog.store.get(key)
+            block = np.frombuffer(raw, dtype=dt).reshape(ds.chunks).copy()
+        else:
+            block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks))
+        region = chunk_region(ds, coords)
+        view = block[tuple(slice(0, s.stop - s.start) for s in region)]
+        part = img.read(src, region, where, only=segs, out=view.astype(img.dtype))
+        view[...] = part
+        return _encode(ds, pipe, block)
+
+    # -- an existing dataset, written anew ---------------------------------------------------
+    def _replace(self, t: Any, ds: Dataset, tif: Any, src: ByteSource, where: str) -> DocumentChanges:
+        series = _one_series(tif, where)
+        imp = TiffImporter(Path(where), None, _options(where))  # type: ignore[arg-type]
+        imp.size = src.size()
+        lay: SeriesLayout = imp.layout(tif, series, t.child_path(t.rest[0][: -len(EXTENSION)]))
+        what = f"dataset {t.child_path(t.rest[0][: -len(EXTENSION)])}"
+        if not _same_type(ds, lay.np_dtype):
+            raise InvalidInput(f"{where}: the data type of {what} cannot change "
+                               f"({stored_dtype(ds)} -> {lay.np_dtype})")
+        dims = lay.dims
+        have = ds.shape.array_shape
+        if len(dims) != len(have):
+            raise InvalidInput(f"{where}: {what} has {len(have)} dimensions {list(have)}; the file's image "
+                               f"has {len(dims)} {list(dims)}")
+        maxdims = ds.shape.maxdims or have
+        if any(m is not None and d > m for d, m in zip(dims, maxdims)):
+            raise InvalidInput(f"{where}: shape {list(dims)} exceeds the maximum shape "
+                               f"{['unlimited' if m is None else m for m in maxdims]} of {what}")
+        img = WrittenImage.of(lay.pages, lay.key, lay.geo, lay.lead, lay.np_dtype, where)
+        target = ds if dims == have else _resized(ds, dims)
+        pipe = self.catalog.pipeline(ds)
+        whole = img.aligned(target)
+        fill = values.fill_array(ds.type, ds.fill_value, ())
+
+        def check(coords: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
+            """(coords, whether the chunk holds data); the chunk decoded, never kept."""
+            if whole:
+                n, t_ = img.segment_of(coords)
+                if img.raw(src, n, t_, where) is None:
+                    return coords, False
+                _check_segment(target, img, src, n, t_, where)
+                return coords, True
+            block = img.read(src, chunk_region(target, coords), where)
+            return coords, not bool(np.all(block == fill.astype(block.dtype)))
+
+        grid = target.grid
+        results = _each(check, itertools.product(*(range(g) for g in grid)))
+        idx = self.catalog.chunk_index(ds)
+        out = DocumentChanges()
+        puts: list[tuple[tuple[int, ...], ChunkBytes]] = []
+        deletes: list[tuple[int, ...]] = []
+        for coords, data in results:
+            if data:
+                producer = self._as_stored if whole else self._whole_chunk
+                puts.append((coords, _bind(producer, target, pipe, img, src, coords, where)))
+            elif all(c < g for c, g in zip(coords, idx.grid)) and idx.size_of(idx.linear_of(coords)) >= 0:
+                deletes.append(coords)
+        change = ObjectChange(ds.id, set_attributes=self._attributes(ds, tif, series, lay))
+        if dims != have:
+            change.resize = dims
+        if not change.is_empty():
+            out.objects.append(change)
+        if puts:
+            out.puts[ds.id] = puts
+        if deletes:
+            out.deletes[ds.id] = deletes
+        return out
+
+    def _whole_chunk(self, ds: Dataset, pipe: Pipeline, img: WrittenImage, src: ByteSource,
+                     coords: tuple[int, ...], where: str) -> bytes:
+        region = chunk_region(ds, coords)
+        block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks))
+        block[tuple(slice(0, s.stop - s.start) for s in region)] = img.read(src, region, where)
+        return _encode(ds, pipe, block)
+
+    @staticmethod
+    def _attributes(ds: Dataset, tif: Any, series: Any, lay: SeriesLayout) -> dict[str, Attribute]:
+        """Resolution (when the file gives a unit) and ImageJ metadata the file carries, where they
+        differ from the dataset's."""
+        got = image_attributes(tif, series, lay.key, lay.axes)
+        unit = got.get("resolution_unit")
+        keep = {k: v for k, v in got.items() if k.startswith("imagej_")
+                or (k in REPLACED_ATTRIBUTES and unit is not None and unit[2] != "none")}
+        out = {}
+        for k, (typ, shape, value) in keep.items():
+            old = ds.attributes.get(k)
+            if old is not None and old.value == value and old.shape.to_json() == shape.to_json() and \
+                    T.resolved(old.type).to_json() == T.resolved(typ).to_json():
+                continue
+            out[k] = Attribute(k, typ, shape, value, now())
+        return out
+
+
+# -- helpers ------------------------------------------------------------------------------
+def _dtype(page: Any, tif: Any) -> np.dtype | None:
+    try:
+        return np.dtype(page.dtype).newbyteorder(tif.byteorder)
+    except TypeError:
+        return None
+
+
+def _same_type(ds: Dataset, dtype: np.dtype) -> bool:
+    have = stored_dtype(ds)
+    if have.kind == dtype.kind and have.itemsize == dtype.itemsize:
+        return True
+    return have.itemsize == dtype.itemsize == 1 and {have.kind, dtype.kind} <= {"b", "u"}
+
+
+def _resized(ds: Dataset, dims: tuple[int, ...]) -> Dataset:
+    """A copy of ``ds`` with another extent (its chunk grid; nothing stored)."""
+    import copy
+
+    from ...model.schema import Shape
+
+    out = copy.copy(ds)
+    out.shape = Shape("simple", tuple(dims), ds.shape.maxdims)
+    return out
+
+
+def _check_segment(ds: Dataset, img: WrittenImage, src: ByteSource, n: int, t: int, where: str) -> None:
+    """A segment that is a whole chunk decodes to exactly one chunk (else the file is refused)."""
+    data = img.raw(src, n, t, where)
+    if data is None:
+        return
+    if img.filters is None:
+        img.segment(src, n, t, where)
+        return
+    inc = Incoming(img.dtype, tuple(img.filters))
+    try:
+        raw = inc.pipeline().decode(data, ds.chunk_nbytes) if img.filters else data
+    except Exception as exc:  # zlib.error, zstd errors, CodecError
+        raise CodecError(f"{where}: page {n} segment {t} does not decode ({' '.join(str(exc).split())})") from None
+    if len(raw) != ds.chunk_nbytes:
+        raise InvalidInput(f"{where}: page {n} segment {t} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")
+
+
+def _chunks_of(ds: Dataset, box: tuple[slice, ...]) -> Iterator[tuple[int, ...]]:
+    ranges = [range(s.start // c, -(-s.stop // c)) for s, c in zip(box, ds.chunks)]
+    return itertools.product(*ranges)
+
+
+def _encode(ds: Dataset, pipe: Pipeline, block: np.ndarray) -> bytes:
+    raw = np.ascontiguousarray(block, dtype=stored_dtype(ds)).tobytes()
+    return pipe.encode(raw) if not pipe.is_identity else raw
+
+
+def _bind(fn: Callable[..., bytes], *args: Any) -> ChunkBytes:
+    return lambda: fn(*args)
+
+
+def _each(fn: Callable[[Any], Any], items: Any) -> list[Any]:
+    """``fn`` over ``items`` in a few threads (decoding releases the GIL), at most a window
+    ahead; the first error is raised."""
+    out: list[Any] = []
+    window = VALIDATE_THREADS * 2
+    with ThreadPoolExecutor(VALIDATE_THREADS, thread_name_prefix="polyfs-tiff-check") as pool:
+        pending: list[Any] = []
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= window:
+                out.append(pending.pop(0).result())
+        for fut in pending:
+            out.append(fut.result())
+    return out
+
+
+def make_ingester(ctx: ViewContext) -> TiffIngester:
+    return TiffIngester(ctx)
