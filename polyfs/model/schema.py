@@ -3,9 +3,11 @@
 Each class parses the JSON body HSDS writes and serialises it back. Keys this
 module does not interpret are kept in ``extra`` and written back unchanged,
 so a round trip through polyfs never loses what HSDS (or a newer HSDS) put
-there. Dataset layout follows HSDS 1.0.2: ``creationProperties.layout``,
-overridden by a top-level ``layout`` if an older writer left one; contiguous
-and compact datasets are stored as a single chunk covering the whole shape.
+there. Dataset layout: the schema's top-level ``layout`` (always
+``H5D_CHUNKED`` with the stored chunk dims, which HSDS 0.9 requires) gives the
+chunk shape, ``creationProperties.layout`` (HSDS 1.0.2's copy) the declared
+class; either alone is enough to load a dataset. Contiguous and compact
+datasets are stored as a single chunk covering the whole shape.
 """
 from __future__ import annotations
 
@@ -261,6 +263,10 @@ class Datatype:
 
 
 # --------------------------------------------------------------------------
+def _layout_class(layout: Mapping[str, Any]) -> str:
+    return str(layout.get("class", "H5D_CHUNKED" if "dims" in layout else "H5D_CONTIGUOUS"))
+
+
 @dataclass
 class Dataset:
     id: str
@@ -287,14 +293,21 @@ class Dataset:
         except KeyError as exc:
             raise SchemaError(f"dataset {did} lacks {exc}") from None
         cpl = dict(obj.get("creationProperties") or {})
-        layout = obj.get("layout") or cpl.get("layout") or {}
-        layout_class = layout.get("class", "H5D_CHUNKED" if "dims" in layout else "H5D_CONTIGUOUS")
-        if layout_class in ("H5D_CONTIGUOUS_REF", "H5D_CHUNKED_REF", "H5D_CHUNKED_REF_INDIRECT"):
-            raise SchemaError(f"dataset {did}: layout {layout_class} (data in an external HDF5 file) is not supported")
-        if "dims" in layout and layout_class == "H5D_CHUNKED":
+        top, declared = obj.get("layout") or {}, cpl.get("layout") or {}
+        layout = top or declared  # the chunk shape HSDS uses (the top-level one when both exist)
+        layout_class = _layout_class(declared or top)
+        for lay in (top, declared):
+            cls_ = _layout_class(lay) if lay else ""
+            if cls_ in ("H5D_CONTIGUOUS_REF", "H5D_CHUNKED_REF", "H5D_CHUNKED_REF_INDIRECT"):
+                raise SchemaError(f"dataset {did}: layout {cls_} (data in an external HDF5 file) is not supported")
+        if shape.kind != "simple":
+            chunks = ()
+        elif "dims" in layout and _layout_class(layout) == "H5D_CHUNKED":
             chunks = tuple(int(c) for c in layout["dims"])
         else:
             chunks = tuple(max(1, d) for d in shape.array_shape)
+        if layout_class != "H5D_CHUNKED" and chunks != tuple(max(1, d) for d in shape.array_shape):
+            layout_class = "H5D_CHUNKED"  # HSDS chunked a contiguous request: its chunks say so
         if shape.kind == "simple" and len(chunks) != shape.rank:
             raise SchemaError(f"dataset {did}: chunk rank {len(chunks)} != shape rank {shape.rank}")
         if any(c <= 0 for c in chunks):
@@ -302,8 +315,6 @@ class Dataset:
         extra = {k: v for k, v in obj.items()
                  if k not in ("id", "root", "type", "shape", "layout", "creationProperties",
                               "attributes", "created", "lastModified")}
-        if "layout" in obj:
-            extra["layout"] = obj["layout"]
         return cls(did, obj.get("root", ids.root_of(did)), t, shape, chunks, layout_class,
                    list(cpl.get("filters") or []), cpl.get("fillValue"), _attrs_from_json(obj, resolve),
                    cpl, float(obj.get("created", 0.0)), float(obj.get("lastModified", 0.0)), extra)
@@ -326,7 +337,14 @@ class Dataset:
                "type": self.type.to_json(), "shape": self.shape.to_json(),
                "attributes": _attrs_to_json(self.attributes), "creationProperties": cpl}
         out.update(self.extra)
+        out["layout"] = self.stored_layout()
         return out
+
+    def stored_layout(self) -> dict[str, Any]:
+        """The schema's top-level ``layout``: how the chunk objects partition the dataspace
+        (HSDS 0.9 reads only this; contiguous and compact data is one chunk of the whole
+        shape, a scalar one chunk of one element)."""
+        return {"class": "H5D_CHUNKED", "dims": list(self.chunks) if self.chunks else [1]}
 
     # -- chunk grid ------------------------------------------------------
     @property
