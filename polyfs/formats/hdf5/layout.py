@@ -5,7 +5,9 @@ before any address is (address fields have a fixed width), so planning is a
 running sum and rendering fills the addresses in afterwards. A
 :class:`Blob` is bytes with *address slots*: "the address of block K (plus an
 offset) goes here", resolved at render time, element by element or in bulk
-(numpy) for large tables. Nothing here does I/O.
+(numpy) for large tables, and *checksum slots* ("the lookup3 checksum of
+these bytes goes here", computed once the addresses are in). Nothing here
+does I/O.
 """
 from __future__ import annotations
 
@@ -16,22 +18,24 @@ from typing import Callable, Hashable, Iterable, Sequence
 import numpy as np
 
 from ...vfile import Literal, Segment, Zeros
-from .structs import UNDEF, pad8
+from .structs import UNDEF, lookup3, pad8
 
 AddrKey = Hashable
 Resolve = Callable[[AddrKey], int]
 _Q = struct.Struct("<Q")
+_I = struct.Struct("<I")
 
 
 class Blob:
     """Bytes under construction with address slots filled at render time."""
 
-    __slots__ = ("buf", "slots", "bulk")
+    __slots__ = ("buf", "slots", "bulk", "sums")
 
     def __init__(self, data: bytes = b"") -> None:
         self.buf = bytearray(data)
         self.slots: list[tuple[int, AddrKey, int]] = []  # (offset, key, addend)
         self.bulk: list[tuple[np.ndarray, list, np.ndarray, np.ndarray | None]] = []
+        self.sums: list[tuple[int, int]] = []  # (start, end): checksum of [start, end) at end
 
     def __len__(self) -> int:
         return len(self.buf)
@@ -65,6 +69,13 @@ class Blob:
             self.bulk.append((np.asarray(offsets, np.int64), list(keys), np.asarray(key_index, np.int64),
                               None if addends is None else np.asarray(addends, np.int64)))
 
+    def checksum(self, start: int) -> int:
+        """Four bytes: the lookup3 checksum of the bytes from ``start`` to here, as rendered."""
+        pos = len(self.buf)
+        self.buf += bytes(4)
+        self.sums.append((start, pos))
+        return pos
+
     def align(self, multiple: int = 8) -> None:
         self.buf += bytes(-len(self.buf) % multiple)
 
@@ -74,6 +85,7 @@ class Blob:
         self.buf += other.buf
         self.slots.extend((o + base, k, a) for o, k, a in other.slots)
         self.bulk.extend((o + base, ks, ki, ad) for o, ks, ki, ad in other.bulk)
+        self.sums.extend((s + base, e + base) for s, e in other.sums)
         return base
 
     def render(self, resolve: Resolve) -> bytes:
@@ -88,6 +100,8 @@ class Blob:
                 if addends is not None:
                     vals = vals + addends.astype(np.uint64)
                 view[offsets[:, None] + np.arange(8)] = vals.astype("<u8").view(np.uint8).reshape(-1, 8)
+        for start, end in self.sums:  # in order: an outer checksum covers the inner ones
+            _I.pack_into(out, end, lookup3(memoryview(out)[start:end]))
         return bytes(out)
 
 

@@ -1,4 +1,4 @@
-"""Object header messages and version 1 object headers.
+"""Object header messages and version 2 object headers.
 
 Each builder returns a :class:`Message` whose body is a :class:`Blob` (it may
 hold address slots: a B-tree, a heap, a committed type, a link target). The
@@ -6,7 +6,15 @@ versions are the oldest that say what is needed, so HDF5 1.8 and later,
 pyfive and netCDF read them: dataspace 2 (scalar and null spaces), fill value
 2, layout 3 (a version 1 B-tree chunk index, the one index every reader
 knows), filter pipeline 1, attribute 1 (3 when the type is a committed one),
-link info 0 / group info 0 / link 1 for groups holding external links.
+link info 0 / group info 0 / link 1 (each link with its creation order).
+
+Object headers are version 2 with attribute creation order tracked and
+indexed, as libhdf5 writes them under ``track_order`` (and netCDF-4 always):
+an attribute message holds no order of its own, HDF5 keeps it in the v2
+message header, so a version 1 header cannot tell HDF5 (h5py, netCDF) in
+which order attributes were made. Here an attribute's order is its position
+among the header's attribute messages, and an attribute info message says
+how many there are.
 """
 from __future__ import annotations
 
@@ -20,14 +28,21 @@ from ...model import types as T
 from ...model.schema import Shape
 from .dtypes import encode_type, shared_type
 from .layout import AddrKey, Blob
-from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2, FILL_SIZE, FILL_V2, FILTER_PIPELINE_V1, FILTER_V1, FLAG_CONSTANT, FLAG_SHARED, GROUP_INFO, LAYOUT_V3_CHUNKED, LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_INFO_ORDERED, LINK_SOFT, LINK_V1, MAX_MESSAGE, MESSAGE_V1, MSG_ATTRIBUTE, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL, MSG_FILTERS, MSG_GROUP_INFO, MSG_LAYOUT, MSG_LINK, MSG_LINK_INFO, MSG_SYMBOL_TABLE, OBJECT_HEADER_V1, SPACE_NULL, SPACE_SCALAR, SPACE_SIMPLE, SYMBOL_TABLE_MSG, UNDEF, pad8, padded)
+from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_INFO_ORDERED, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2,
+                      FILL_SIZE, FILL_V2, FILTER_PIPELINE_V1, FILTER_V1, FLAG_CONSTANT, FLAG_DONT_SHARE, FLAG_SHARED,
+                      GROUP_INFO, LAYOUT_V3_CHUNKED, LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_INFO_ORDERED,
+                      LINK_SOFT, LINK_V1, MAX_CREATION_INDEX, MAX_MESSAGE, MESSAGE_V2, MSG_ATTRIBUTE,
+                      MSG_ATTRIBUTE_INFO, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL, MSG_FILTERS, MSG_GROUP_INFO,
+                      MSG_LAYOUT, MSG_LINK, MSG_LINK_INFO, MSG_REFCOUNT, MSG_SYMBOL_TABLE, OBJECT_HEADER_V2,
+                      OHDR_ATTR_ORDER_INDEXED, OHDR_ATTR_ORDER_TRACKED, REFCOUNT, SPACE_NULL, SPACE_SCALAR,
+                      SPACE_SIMPLE, SYMBOL_TABLE_MSG, UNDEF, padded)
 
 FILTER_NAMES = {DEFLATE: "deflate", SHUFFLE: "shuffle", FLETCHER32: "fletcher32", ZSTD: "zstd",
                 BLOSC: "blosc", BZIP2: "bzip2"}
 
 
 class MessageTooLarge(UnsupportedType):
-    """A message over the 64 KiB a version 1 object header message can hold."""
+    """A message over the 64 KiB an object header message can hold."""
 
 
 @dataclass
@@ -38,19 +53,36 @@ class Message:
 
     @property
     def size(self) -> int:
-        return pad8(len(self.body))
+        return len(self.body)
 
 
 def object_header(messages: Sequence[Message], refcount: int) -> Blob:
-    """A version 1 object header: one chunk holding every message."""
-    total = sum(MESSAGE_V1.size + m.size for m in messages)
-    out = Blob(OBJECT_HEADER_V1.pack(messages=len(messages), refcount=refcount, size=total))
+    """A version 2 object header: one chunk holding every message, attributes numbered
+    in creation order as they come, an attribute info message when there are any,
+    a reference count message when more than one link leads here."""
+    nattrs = sum(1 for m in messages if m.type == MSG_ATTRIBUTE)
+    if nattrs > MAX_CREATION_INDEX:
+        raise MessageTooLarge(f"{nattrs} attributes: an object holds at most {MAX_CREATION_INDEX}")
+    extra = []
+    if refcount > 1:
+        extra.append(Message(MSG_REFCOUNT, Blob(REFCOUNT.pack(refcount=refcount)), FLAG_DONT_SHARE))
+    if nattrs:
+        extra.append(Message(MSG_ATTRIBUTE_INFO, Blob(ATTRIBUTE_INFO_ORDERED.pack(max_creation_index=nattrs)),
+                             FLAG_DONT_SHARE))
+    messages = [*extra, *messages]
+    total = sum(MESSAGE_V2.size + m.size for m in messages)
+    width = next(i for i, w in enumerate((1, 2, 4, 8)) if total < 1 << (8 * w))
+    out = Blob(OBJECT_HEADER_V2.pack(flags=width | OHDR_ATTR_ORDER_TRACKED | OHDR_ATTR_ORDER_INDEXED))
+    out.write(total.to_bytes(1 << width, "little"))
+    order = 0
     for m in messages:
         if m.size > MAX_MESSAGE:
             raise MessageTooLarge(f"a message of type {m.type:#x} needs {m.size} bytes (at most {MAX_MESSAGE})")
-        out.write(MESSAGE_V1.pack(type=m.type, size=m.size, flags=m.flags))
+        out.write(MESSAGE_V2.pack(type=m.type, size=m.size, flags=m.flags,
+                                  creation_order=order if m.type == MSG_ATTRIBUTE else 0))
+        order += m.type == MSG_ATTRIBUTE
         out.extend(m.body)
-        out.align(8)
+    out.checksum(0)
     return out
 
 

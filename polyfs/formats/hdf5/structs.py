@@ -8,10 +8,12 @@ variable-length data) get a numpy dtype derived from the same declaration by
 object per chunk.
 
 The structures are the ones HDF5 itself writes for ``libver="earliest"``
-files (superblock 0, object header 1, symbol-table groups, version 1 B-trees)
-plus the 1.8 link messages for groups holding external links: every reader in
-use (HDF5 1.10, 1.14, 2.0, pyfive, netCDF, GDAL) opens them. Offsets and
-lengths are 8 bytes, so files past 4 GiB need nothing special.
+files with creation order tracked (``track_order=True``, as netCDF-4 does):
+superblock 0, version 2 object headers (checksummed, each message carrying
+its creation order: the only place HDF5 keeps an attribute's), symbol-table
+groups or link messages, version 1 B-trees. Every reader in use (HDF5 1.10,
+1.14, 2.0, pyfive, netCDF, GDAL) opens them. Offsets and lengths are 8
+bytes, so files past 4 GiB need nothing special.
 """
 from __future__ import annotations
 
@@ -107,6 +109,7 @@ GLOBAL_HEAP_OBJECT = Layout.of("global heap object", [
 GLOBAL_HEAP_MIN = 4096  # libhdf5 reads 4096 bytes speculatively and asserts collections are at least that
 
 # -- level 2: object headers and messages ------------------------------------------
+# version 1 (what libver="earliest" writes without creation order; tests parse libhdf5's with it)
 OBJECT_HEADER_V1 = Layout.of("object header v1", [
     ("version", "B", 1),
     ("reserved", "B", 0),
@@ -121,14 +124,30 @@ MESSAGE_V1 = Layout.of("object header v1 message", [
     ("flags", "B"),
     ("reserved", "3s", b""),
 ])
-MAX_MESSAGE = 0xFFF8  # a v1 message's size field is 16 bits and sizes are 8-aligned
+
+# version 2: prefix, chunk 0 size (1, 2, 4 or 8 bytes: flags bits 0-1), messages, checksum
+OBJECT_HEADER_V2 = Layout.of("object header v2 prefix", [
+    ("signature", "4s", b"OHDR"),
+    ("version", "B", 2),
+    ("flags", "B"),  # bits 0-1: width of the chunk 0 size; 2: attribute order tracked; 3: indexed
+])
+OHDR_ATTR_ORDER_TRACKED, OHDR_ATTR_ORDER_INDEXED = 0x04, 0x08
+MESSAGE_V2 = Layout.of("object header v2 message (attribute creation order tracked)", [
+    ("type", "B"),
+    ("size", "H"),  # of the data, unpadded
+    ("flags", "B"),
+    ("creation_order", "H"),  # attributes: their creation order; other messages 0
+])
+MAX_MESSAGE = 0xFFFF  # a message's size field is 16 bits
+MAX_CREATION_INDEX = 0xFFFF  # an attribute's creation order is 16 bits
 
 # message type ids
 MSG_NIL, MSG_DATASPACE, MSG_LINK_INFO, MSG_DATATYPE = 0x0, 0x1, 0x2, 0x3
 MSG_FILL, MSG_LINK, MSG_LAYOUT, MSG_GROUP_INFO = 0x5, 0x6, 0x8, 0xA
 MSG_FILTERS, MSG_ATTRIBUTE, MSG_CONTINUATION, MSG_SYMBOL_TABLE = 0xB, 0xC, 0x10, 0x11
+MSG_ATTRIBUTE_INFO, MSG_REFCOUNT = 0x15, 0x16
 # message flags
-FLAG_CONSTANT, FLAG_SHARED = 0x01, 0x02
+FLAG_CONSTANT, FLAG_SHARED, FLAG_DONT_SHARE = 0x01, 0x02, 0x04
 
 DATASPACE_V2 = Layout.of("dataspace message v2", [
     ("version", "B", 2),
@@ -218,6 +237,16 @@ ATTRIBUTE_V3 = Layout.of("attribute message v3", [
     ("charset", "B"),
 ])
 
+ATTRIBUTE_INFO_ORDERED = Layout.of("attribute info message, creation order tracked and indexed", [
+    ("version", "B", 0),
+    ("flags", "B", 3),
+    ("max_creation_index", "H"),  # the order the next attribute gets
+    ("heap_address", "Q", UNDEF),  # compact storage: attributes are messages of the header
+    ("name_btree_address", "Q", UNDEF),
+    ("order_btree_address", "Q", UNDEF),
+])
+REFCOUNT = Layout.of("object reference count message", [("version", "B", 0), ("refcount", "I")])
+
 SYMBOL_TABLE_MSG = Layout.of("symbol table message", [("btree_address", "Q"), ("heap_address", "Q")])
 LINK_INFO = Layout.of("link info message", [
     ("version", "B", 0),
@@ -289,6 +318,52 @@ def snod_size() -> int:
 
 def group_node_size() -> int:
     return BTREE_V1.size + 2 * GROUP_INTERNAL_K * SIZEOF_ADDR + (2 * GROUP_INTERNAL_K + 1) * GROUP_KEY.size
+
+
+def lookup3(data: bytes | bytearray | memoryview, initval: int = 0) -> int:
+    """Bob Jenkins' lookup3 ``hashlittle``: HDF5's checksum of version 2 metadata
+    (``H5_checksum_lookup3`` with initial value 0)."""
+    n = len(data)
+    a = b = c = (0xDEADBEEF + n + initval) & _M32
+    if n == 0:
+        return c
+    tail = -n % 12
+    words = struct.unpack(f"<{(n + tail) // 4}I", bytes(data) + bytes(tail))
+    last = len(words) - 3  # the final 1..12 bytes, zero padded (their zeros add nothing)
+    for i in range(0, last, 3):
+        a = (a + words[i]) & _M32
+        b = (b + words[i + 1]) & _M32
+        c = (c + words[i + 2]) & _M32
+        a = ((a - c) & _M32) ^ _rot(c, 4)
+        c = (c + b) & _M32
+        b = ((b - a) & _M32) ^ _rot(a, 6)
+        a = (a + c) & _M32
+        c = ((c - b) & _M32) ^ _rot(b, 8)
+        b = (b + a) & _M32
+        a = ((a - c) & _M32) ^ _rot(c, 16)
+        c = (c + b) & _M32
+        b = ((b - a) & _M32) ^ _rot(a, 19)
+        a = (a + c) & _M32
+        c = ((c - b) & _M32) ^ _rot(b, 4)
+        b = (b + a) & _M32
+    a = (a + words[last]) & _M32
+    b = (b + words[last + 1]) & _M32
+    c = (c + words[last + 2]) & _M32
+    c = ((c ^ b) - _rot(b, 14)) & _M32
+    a = ((a ^ c) - _rot(c, 11)) & _M32
+    b = ((b ^ a) - _rot(a, 25)) & _M32
+    c = ((c ^ b) - _rot(b, 16)) & _M32
+    a = ((a ^ c) - _rot(c, 4)) & _M32
+    b = ((b ^ a) - _rot(a, 14)) & _M32
+    c = ((c ^ b) - _rot(b, 24)) & _M32
+    return c
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _rot(x: int, k: int) -> int:
+    return ((x << k) | (x >> (32 - k))) & _M32
 
 
 def pad8(n: int) -> int:
