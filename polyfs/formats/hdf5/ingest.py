@@ -25,7 +25,6 @@ from ...model.writer import DomainWriter
 from ...views.base import ViewContext
 from ...writes.protocol import ByteSource, DocumentChanges, SourceReader, WrittenFile
 from .diff import DocumentDiff, Planner, default_options
-from .render import USER_BLOCK
 from .source import HDF5Importer, _h5
 
 log = logging.getLogger(__name__)
@@ -62,8 +61,9 @@ class Hdf5Ingester:
         except (ValueError, KeyError, OverflowError) as exc:
             raise UnsupportedType(f"{where}: the view of {model.path} cannot be planned: {exc}") from exc
         with self._open(src, where) as f:
-            if not src.untouched(0, USER_BLOCK) and any(src.read(0, USER_BLOCK)):
-                raise UnsupportedType(f"{where}: the 512-byte user block cannot be written")
+            ub = hf.plan.base  # bytes before the superblock: none in this view (superblock at 0)
+            if ub and not src.untouched(0, ub) and any(src.read(0, ub)):
+                raise UnsupportedType(f"{where}: the {ub}-byte user block cannot be written")
             # planned chunk and header positions describe the writer's base file only while the model
             # has not moved since it was opened (same planned size)
             base = getattr(src, "base", None)

@@ -2,9 +2,9 @@
 
 File order (all metadata first, so opening and listing touch one region):
 
-    user block (512 bytes, zeros: room for a TIFF header)
-    superblock 0 + root symbol table entry          <- base address 512
-    object headers, in canonical tree order
+    [user block: ``base`` bytes of zeros; only polyglot files have one, for a TIFF header]
+    superblock 0 + root symbol table entry          <- base address (0 in the hdf5/ view)
+    object headers (version 2), in canonical tree order
     group local heaps, group B-trees, symbol table nodes
     global heap collections of attribute data
     chunk B-trees
@@ -26,8 +26,10 @@ Per dataset the storage is chosen from the model plus chunk sizes:
 - scalars: a contiguous layout (HDF5 cannot chunk a scalar), the stored bytes
   if unfiltered, else decoded at read time.
 
-Groups holding only hard and soft links are symbol-table groups; a group with
-an external link uses link messages (as libhdf5 itself converts such groups).
+Groups of up to 1024 links (and any group holding an external link) hold link
+messages with their creation orders, larger ones are symbol-table groups;
+attributes keep the model's order (its JSON's), which the object headers
+record as their creation order.
 Anything one object cannot express (an attribute over 64 KiB, a region
 reference) is left out with one log line naming the object; the rest of the
 file is unaffected. One convention is translated: HSDS writes a dimension
@@ -64,7 +66,7 @@ from .vlheap import GlobalHeap, vlen_chunks
 
 log = logging.getLogger(__name__)
 
-USER_BLOCK = 512
+USER_BLOCK = 512  # polyglot files: room for a TIFF header before the superblock
 MAX_LINK_MESSAGES = 60_000  # one object header holds at most 65535 messages
 COMPACT_LINKS = 1024  # groups up to this size hold link messages (larger: a symbol table B-tree)
 SUPERBLOCK_SIZE = SUPERBLOCK_V0.size + SYMBOL_TABLE_ENTRY.size
@@ -110,7 +112,7 @@ def superblock(plan: FilePlan, root_key: Any) -> Block:
 class DomainRenderer:
     """Plans one domain's file (``build``) from its model and chunk sizes."""
 
-    def __init__(self, model: DomainModel, ctx: Any, base: int = USER_BLOCK,
+    def __init__(self, model: DomainModel, ctx: Any, base: int = 0,
                  placed: dict[str, tuple[np.ndarray, Pipeline]] | None = None) -> None:
         self.model = model
         self.ctx = ctx
@@ -433,8 +435,11 @@ def external_file(domain: str, here: str) -> str:
     return posixpath.relpath(target, here_dir or ".")
 
 
-def render_domain(model: DomainModel, ctx: Any, base: int = USER_BLOCK) -> HDF5File:
-    """The domain's HDF5 file (plans, reads chunk data only for variable-length datasets)."""
+def render_domain(model: DomainModel, ctx: Any, base: int = 0) -> HDF5File:
+    """The domain's HDF5 file (plans, reads chunk data only for variable-length datasets).
+
+    The superblock is at 0 (``base``): readers that find it past a user block
+    do not all keep its address (pyfive 1.3 opening a path does not)."""
     try:
         return DomainRenderer(model, ctx, base).build()
     except PolyfsError:

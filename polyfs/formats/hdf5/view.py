@@ -1,9 +1,10 @@
 """The HDF5 view: ``MNT/hdf5/<stem>.h5``, a whole domain as one HDF5 file.
 
 The file is synthesized from the model and the chunk sizes (render.py):
-superblock 0 after a free 512-byte user block, version 1 object headers,
-symbol-table groups (link messages where external links are), attributes of
-every type, committed types, fill values, the effective filter pipeline and
+superblock 0 at offset 0, version 2 object headers recording the creation
+order of attributes, link messages with creation orders (symbol-table groups
+past 1024 links), attributes of every type, committed types, fill values,
+the effective filter pipeline and
 a version 1 B-tree chunk index whose addresses point at the stored chunk
 objects laid out after all metadata (served zero-copy). HDF5 1.10, 1.14, 2.0,
 pyfive, netCDF and GDAL read it. Opening never reads chunk data except for
