@@ -31,13 +31,11 @@ levels a writer adds are not stored).
 """
 from __future__ import annotations
 
-import io
 import itertools
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -55,11 +53,11 @@ from ...views.base import ViewContext
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import ByteSource, ChunkBytes, DocumentChanges, SourceReader, WrittenFile
 from .image import EXTENSION
-from .source import Geometry, SeriesLayout, TiffImporter, copy_filters, geometry, image_attributes
+from .segments import Segments
+from .source import SeriesLayout, TiffImporter, geometry, image_attributes
 
 log = logging.getLogger(__name__)
 
-READ_BUFFER = 1 << 16  # tifffile's reads of IFDs go through a buffer this big
 VALIDATE_THREADS = 4
 # attributes a rewritten file sets on its existing dataset (the rest describe how it was written)
 REPLACED_ATTRIBUTES = ("resolution", "resolution_unit")
@@ -110,7 +108,8 @@ def _reading(where: str) -> Iterator[None]:
 def _open(src: ByteSource):
     import tifffile
 
-    return tifffile.TiffFile(io.BufferedReader(SourceReader(src), READ_BUFFER))  # type: ignore[arg-type]
+    # unbuffered: a buffer would read ahead into tile data the writer never touched
+    return tifffile.TiffFile(SourceReader(src))  # type: ignore[arg-type]
 
 
 def _one_series(tif, where: str):
@@ -141,158 +140,6 @@ class _Verifying(ObjectsWriter):
         if len(raw) != ds.chunk_nbytes:
             raise CodecError(f"chunk {list(coords)} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")
         super().write_chunk(ds, coords, stored, crc32)
-
-
-# -- the written image ----------------------------------------------------------------
-@dataclass
-class WrittenImage:
-    """The pages of a written TIFF as a dataset of ``lead + geo.dims``: where each page's
-    segments (tiles or strips) are and how they decode; reads regions segment by segment."""
-
-    offsets: np.ndarray  # (npages, nsegments)
-    counts: np.ndarray
-    key: Any  # the key page (decode, jpegtables)
-    geo: Geometry
-    lead: tuple[int, ...]
-    dtype: np.dtype  # in the file's byte order
-    filters: list | None  # the table codec the segments are in as they are (None: decode them)
-
-    @classmethod
-    def of(cls, pages: list, key: Any, geo: Geometry, lead: tuple[int, ...], dtype: np.dtype,
-           where: str) -> "WrittenImage":
-        nseg = math.prod(geo.grid)
-        if any(len(p.dataoffsets) != nseg or len(p.databytecounts) != nseg for p in pages):
-            raise UnsupportedType(f"{where}: pages are laid out differently (tiles or strips); "
-                                  f"they cannot be one dataset")
-        offsets = np.array([p.dataoffsets for p in pages], dtype=np.int64).reshape(len(pages), nseg)
-        counts = np.array([p.databytecounts for p in pages], dtype=np.int64).reshape(len(pages), nseg)
-        filters = copy_filters(key, pages, geo, dtype, raw_ok=True)
-        return cls(offsets, counts, key, geo, lead, dtype, filters)
-
-    @property
-    def dims(self) -> tuple[int, ...]:
-        return self.lead + self.geo.dims
-
-    @property
-    def npages(self) -> int:
-        return self.offsets.shape[0]
-
-    def check_bounds(self, size: int, where: str) -> None:
-        bad = (self.counts > 0) & ((self.offsets < 8) | (self.offsets + self.counts > size))
-        if bad.any():
-            n, t = (int(x) for x in np.argwhere(bad)[0])
-            off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
-            kind = "tile" if self.key.is_tiled else "strip"
-            raise InvalidInput(f"{where}: page {n} {kind} {t}: bytes {off}..{off + cnt} lie outside the file "
-                               f"({size} bytes): bogus offset or truncated file")
-
-    # -- geometry -------------------------------------------------------------------
-    def segment_box(self, n: int, t: int) -> tuple[slice, ...]:
-        """The region of the dataset that segment ``t`` of page ``n`` covers."""
-        lead = np.unravel_index(n, self.lead) if self.lead else ()
-        local = np.unravel_index(t, self.geo.grid)
-        box = [slice(int(i), int(i) + 1) for i in lead]
-        for li, c, s, k in zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep):
-            if k:
-                box.append(slice(int(li) * c, min((int(li) + 1) * c, s)))
-        return tuple(box)
-
-    def aligned(self, ds: Dataset) -> bool:
-        """Is every chunk of ``ds`` exactly one full segment (the segment is the chunk)?"""
-        if tuple(ds.chunks) != (1,) * len(self.lead) + self.geo.chunk_dims:
-            return False
-        return bool(self.key.is_tiled) or self.geo.shaped[2] % self.geo.chunk[2] == 0
-
-    def segment_of(self, coords: tuple[int, ...]) -> tuple[int, int]:
-        """The segment that is chunk ``coords`` (when :meth:`aligned`)."""
-        nlead = len(self.lead)
-        n = int(np.ravel_multi_index(coords[:nlead], self.lead)) if nlead else 0
-        it = iter(coords[nlead:])
-        local = [next(it) if k else 0 for k in self.geo.keep]
-        return n, int(np.ravel_multi_index(local, self.geo.grid))
-
-    # -- data ----------------------------------------------------------------------
-    def raw(self, src: ByteSource, n: int, t: int, where: str) -> bytes | None:
-        off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
-        if cnt <= 0 or off <= 0:
-            return None
-        data = src.read(off, cnt)
-        if len(data) != cnt:
-            raise InvalidInput(f"{where}: page {n} segment {t} lies past the end of the file")
-        return data
-
-    def segment(self, src: ByteSource, n: int, t: int, where: str) -> np.ndarray | None:
-        """Segment ``t`` of page ``n`` decoded, full size, as a 5-D block (None: not written)."""
-        data = self.raw(src, n, t, where)
-        if data is None:
-            return None
-        try:
-            arr, _, shape = self.key.decode(data, t, jpegtables=getattr(self.key, "jpegtables", None),
-                                            _fullsize=True)
-        except Exception as exc:  # imagecodecs and tifffile raise many kinds
-            raise InvalidInput(f"{where}: page {n} segment {t} does not decode "
-                               f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
-        want = tuple(self.geo.chunk[1:])
-        if arr is None or tuple(shape) != want:
-            raise InvalidInput(f"{where}: page {n} segment {t} decodes to shape {shape}, not {want}")
-        return np.asarray(arr).reshape((1, *want))
-
-    def segments_in(self, region: tuple[slice, ...]) -> Iterator[tuple[int, int]]:
-        """(page, segment) of every segment overlapping a dataset region."""
-        nlead = len(self.lead)
-        it = iter(region[nlead:])
-        ranges = []
-        for c, k in zip(self.geo.chunk, self.geo.keep):
-            if k:
-                sl = next(it)
-                ranges.append(range(sl.start // c, -(-sl.stop // c)))
-            else:
-                ranges.append(range(0, 1))
-        leads = itertools.product(*(range(s.start, s.stop) for s in region[:nlead]))
-        for lc in leads:
-            n = int(np.ravel_multi_index(lc, self.lead)) if nlead else 0
-            for local in itertools.product(*ranges):
-                yield n, int(np.ravel_multi_index(local, self.geo.grid))
-
-    def read(self, src: ByteSource, region: tuple[slice, ...], where: str,
-             only: set[tuple[int, int]] | None = None, out: np.ndarray | None = None) -> np.ndarray:
-        """The dataset region as the file has it (unwritten segments read as zeros); with
-        ``only``, just those segments are painted over ``out``."""
-        shape = tuple(s.stop - s.start for s in region)
-        if out is None:
-            out = np.zeros(shape, dtype=self.dtype)
-        for n, t in self.segments_in(region):
-            if only is not None and (n, t) not in only:
-                continue
-            seg = self.segment(src, n, t, where)
-            if seg is None:
-                if only is None:
-                    continue
-                seg = np.zeros((1, *self.geo.chunk[1:]), dtype=self.dtype)
-            self._paint(out, region, n, t, seg)
-        return out
-
-    def _paint(self, out: np.ndarray, region: tuple[slice, ...], n: int, t: int, seg: np.ndarray) -> None:
-        nlead = len(self.lead)
-        lead = [int(i) for i in np.unravel_index(n, self.lead)] if nlead else []
-        local = np.unravel_index(t, self.geo.grid)
-        dst: list[slice] = [slice(p - r.start, p - r.start + 1) for p, r in zip(lead, region[:nlead])]
-        srcs: list[slice] = []
-        it = iter(region[nlead:])
-        for li, c, s, k in zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep):
-            start = int(li) * c
-            if not k:
-                srcs.append(slice(0, 1))
-                continue
-            sl = next(it)
-            lo, hi = max(start, sl.start), min(start + c, sl.stop, s)
-            if hi <= lo:
-                return
-            dst.append(slice(lo - sl.start, hi - sl.start))
-            srcs.append(slice(lo - start, hi - start))
-        part = seg[tuple(srcs)]
-        target = out[tuple(dst)]
-        target[...] = part.reshape(target.shape)
 
 
 # -- the ingester ------------------------------------------------------------------------
@@ -391,7 +238,7 @@ class TiffIngester:
                           for p in old.pages]
         except Exception:  # noqa: BLE001 - the view's own file: it parses, unless the model moved meanwhile
             return None
-        img = WrittenImage.of(pages, key, geo, lead, dtype, where)
+        img = Segments.of(pages, key, geo, lead, dtype, where)
         if len(before) != img.npages or any(o.shape != img.offsets[n].shape for n, (o, _) in enumerate(before)):
             return None
         changed: set[tuple[int, int]] = set()
@@ -432,7 +279,7 @@ class TiffIngester:
         out.puts[ds.id] = puts
         return out
 
-    def _as_stored(self, ds: Dataset, pipe: Pipeline, img: WrittenImage, src: ByteSource,
+    def _as_stored(self, ds: Dataset, pipe: Pipeline, img: Segments, src: ByteSource,
                    coords: tuple[int, ...], where: str) -> bytes:
         """A chunk that is one whole segment: its bytes as they are when they are in the dataset's
         encoding (proved by decoding them), else decoded and encoded as stored."""
@@ -448,7 +295,7 @@ class TiffIngester:
         block = img.read(src, region, where)
         return _encode(ds, pipe, block)
 
-    def _merged(self, ds: Dataset, pipe: Pipeline, img: WrittenImage, src: ByteSource, coords: tuple[int, ...],
+    def _merged(self, ds: Dataset, pipe: Pipeline, img: Segments, src: ByteSource, coords: tuple[int, ...],
                 segs: set[tuple[int, int]], exists: bool, where: str) -> bytes:
         """A chunk some changed segments overlap: the stored chunk with those laid over it."""
         dt = stored_dtype(ds)
@@ -484,7 +331,7 @@ class TiffIngester:
         if any(m is not None and d > m for d, m in zip(dims, maxdims)):
             raise InvalidInput(f"{where}: shape {list(dims)} exceeds the maximum shape "
                                f"{['unlimited' if m is None else m for m in maxdims]} of {what}")
-        img = WrittenImage.of(lay.pages, lay.key, lay.geo, lay.lead, lay.np_dtype, where)
+        img = Segments.of(lay.pages, lay.key, lay.geo, lay.lead, lay.np_dtype, where)
         target = ds if dims == have else _resized(ds, dims)
         pipe = self.catalog.pipeline(ds)
         whole = img.aligned(target)
@@ -524,7 +371,7 @@ class TiffIngester:
             out.deletes[ds.id] = deletes
         return out
 
-    def _whole_chunk(self, ds: Dataset, pipe: Pipeline, img: WrittenImage, src: ByteSource,
+    def _whole_chunk(self, ds: Dataset, pipe: Pipeline, img: Segments, src: ByteSource,
                      coords: tuple[int, ...], where: str) -> bytes:
         region = chunk_region(ds, coords)
         block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks))
@@ -575,7 +422,7 @@ def _resized(ds: Dataset, dims: tuple[int, ...]) -> Dataset:
     return out
 
 
-def _check_segment(ds: Dataset, img: WrittenImage, src: ByteSource, n: int, t: int, where: str) -> None:
+def _check_segment(ds: Dataset, img: Segments, src: ByteSource, n: int, t: int, where: str) -> None:
     """A segment that is a whole chunk decodes to exactly one chunk (else the file is refused)."""
     data = img.raw(src, n, t, where)
     if data is None:

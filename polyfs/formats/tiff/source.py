@@ -32,7 +32,7 @@ import numpy as np
 
 from ...codecs.registry import DEFLATE, ZSTD, Filter
 from ...codecs.sniff import sniff
-from ...errors import SourceError
+from ...errors import InvalidInput, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
@@ -256,10 +256,10 @@ class TiffImporter:
         filters = w.pipeline(ds).filters
         fid = filters[0].id if filters else None
         tiled = bool(pages[0].keyframe.is_tiled)
+        segs = self._segments(tif, job)
         with ChunkSink(w) as sink:
             for n, page in enumerate(pages):
                 lead_coords = tuple(int(c) for c in np.unravel_index(n, lead)) if lead else ()
-                cache: dict[int, np.ndarray] = {}
                 for t, (off, count) in enumerate(zip(page.dataoffsets, page.databytecounts)):
                     bar(1)
                     if not count:
@@ -277,48 +277,73 @@ class TiffImporter:
                         sink.stored(ds, coords, data)
                         continue
                     # a short last strip, or a tile the filter cannot take as is: decode it
-                    if n not in cache:
-                        cache.clear()
-                        cache[n] = self._page_array(page, geo, n)
-                    region = chunk_region(ds, coords)
-                    part = cache[n][tuple(region[len(lead):])].reshape(tuple(r.stop - r.start for r in region))
+                    part = self._region(segs, chunk_region(ds, coords))
                     sink.encoded(ds, coords, padded(ds, part.astype(ds.type.numpy())))
 
     @staticmethod
     def _is_full(geo: Geometry, local) -> bool:
         return all((int(c) + 1) * n <= s for c, n, s in zip(local, geo.chunk, geo.shaped))
 
-    def _page_array(self, page, geo: Geometry, n: int) -> np.ndarray:
+    def _segments(self, tif, job: dict[str, Any]):
+        """The series' pages as segments read from the file (a region at a time)."""
+        from .segments import FileSource, SegmentCache, Segments
+
         try:
-            arr = page.asarray()
-        except Exception as exc:  # codec errors of all kinds from imagecodecs
-            raise self.err(f"page {n}", f"cannot decode ({type(exc).__name__}: {exc})") from None
-        return np.asarray(arr).reshape(geo.dims)
+            segs = Segments.of(job["pages"], job["pages"][0].keyframe, job["geo"], job["lead"], job["np_dtype"],
+                               str(self.path))
+        except InvalidInput:  # pages tiled or stripped unlike each other: a page at a time
+            return _PageArrays(self, job), None, None
+        return segs, FileSource(tif.filehandle, self.size), SegmentCache()
+
+    def _region(self, segs, region) -> np.ndarray:
+        """A region of the dataset, decoding only the segments it overlaps."""
+        img, src, cache = segs
+        try:
+            return img.read(src, tuple(region), str(self.path), cache=cache)
+        except SourceError:
+            raise
+        except InvalidInput as exc:  # names the file already
+            raise SourceError(self.path, str(exc).removeprefix(f"{self.path}: ")) from None
 
     def _decode(self, tif, job: dict[str, Any], bar: Progress) -> None:
-        ds, geo, lead, pages = job["ds"], job["geo"], job["lead"], job["pages"]
-        nlead = len(lead)
-        last: dict[int, np.ndarray] = {}
+        segs = self._segments(tif, job)
+        write_decoded(self.writer, job["ds"], lambda region: self._region(segs, region), None, skip_fill=True,
+                      progress=bar)
 
-        def page_data(i: int) -> np.ndarray:
-            if i not in last:
-                last.clear()
-                last[i] = self._page_array(pages[i], geo, i)
-            return last[i]
 
-        def read(region) -> np.ndarray:
-            lead_sl, page_sl = region[:nlead], tuple(region[nlead:])
-            if not nlead:
-                return page_data(0)[page_sl]
-            sizes = tuple(s.stop - s.start for s in lead_sl)
-            first = page_data(int(np.ravel_multi_index(tuple(s.start for s in lead_sl), lead)))[page_sl]
-            out = np.empty(sizes + first.shape, dtype=first.dtype)
-            for idx in np.ndindex(*sizes):
-                src = tuple(s.start + i for s, i in zip(lead_sl, idx))
-                out[idx] = page_data(int(np.ravel_multi_index(src, lead)))[page_sl]
-            return out
+class _PageArrays:
+    """Regions of a series whose pages are laid out unlike each other: whole pages decoded by
+    tifffile (the last one kept)."""
 
-        write_decoded(self.writer, ds, read, None, skip_fill=True, progress=bar)
+    def __init__(self, imp: TiffImporter, job: dict[str, Any]) -> None:
+        self.imp, self.pages, self.geo, self.lead = imp, job["pages"], job["geo"], job["lead"]
+        self._last: dict[int, np.ndarray] = {}
+
+    def page(self, i: int) -> np.ndarray:
+        if i not in self._last:
+            self._last.clear()
+            try:
+                arr = self.pages[i].asarray()
+            except Exception as exc:  # codec errors of all kinds from imagecodecs
+                raise self.imp.err(f"page {i}", f"cannot decode ({type(exc).__name__}: {exc})") from None
+            self._last[i] = np.asarray(arr).reshape(self.geo.dims)
+        return self._last[i]
+
+    def read(self, src: Any, region: tuple[slice, ...], where: str, cache: Any = None) -> np.ndarray:
+        nlead = len(self.lead)
+        lead_sl, page_sl = region[:nlead], tuple(region[nlead:])
+        if not nlead:
+            return self.page(0)[page_sl]
+        sizes = tuple(s.stop - s.start for s in lead_sl)
+        out = None
+        for idx in np.ndindex(*sizes):
+            at = tuple(s.start + i for s, i in zip(lead_sl, idx))
+            part = self.page(int(np.ravel_multi_index(at, self.lead)))[page_sl]
+            if out is None:
+                out = np.empty(sizes + part.shape, dtype=part.dtype)
+            out[idx] = part
+        assert out is not None
+        return out
 
 
 def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:

@@ -1,0 +1,226 @@
+"""A TIFF's pages as segments (tiles or strips): where each is, how it decodes, and reads of
+any region of the dataset they make, decoding only the segments it overlaps.
+
+Both the importer (source.py: data that is decoded and re-chunked) and the
+view's ingester (ingest.py: written files) read pixels so, never a whole page:
+memory holds a chunk and the segments it overlaps (plus a bounded cache of
+decoded segments, so strips across a page are decoded once per band of chunks).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from ...errors import InvalidInput, UnsupportedType
+from ...model.schema import Dataset
+from ...writes.protocol import ByteSource
+from .source import Geometry, copy_filters
+
+CACHE_BYTES = 64 << 20
+
+
+class SegmentCache:
+    """Decoded segments, least recently used dropped past ``limit`` bytes (one reader's)."""
+
+    def __init__(self, limit: int = CACHE_BYTES) -> None:
+        self.limit = limit
+        self.used = 0
+        self._items: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+
+    def get(self, key: tuple[int, int]) -> np.ndarray | None:
+        got = self._items.get(key)
+        if got is not None:
+            self._items.move_to_end(key)
+        return got
+
+    def put(self, key: tuple[int, int], arr: np.ndarray) -> None:
+        self._items[key] = arr
+        self.used += arr.nbytes
+        while self.used > self.limit and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self.used -= old.nbytes
+
+
+class FileSource:
+    """A ByteSource over an open file (tifffile's handle of an imported file), one read at a time."""
+
+    def __init__(self, fh: Any, size: int) -> None:
+        self._fh = fh
+        self._size = size
+        self._lock = threading.Lock()
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, off: int, n: int) -> bytes:
+        with self._lock:
+            self._fh.seek(off)
+            return self._fh.read(n)
+
+
+@dataclass
+class Segments:
+    """The pages of a TIFF as a dataset of ``lead + geo.dims``: where each page's segments
+    (tiles or strips) are and how they decode; regions are read segment by segment."""
+
+    offsets: np.ndarray  # (npages, nsegments)
+    counts: np.ndarray
+    key: Any  # the key page (tags, jpegtables)
+    keys: list  # each page's key frame (its decode)
+    geo: Geometry
+    lead: tuple[int, ...]
+    dtype: np.dtype  # in the file's byte order
+    filters: list | None  # the table codec the segments are in as they are (None: decode them)
+
+    @classmethod
+    def of(cls, pages: list, key: Any, geo: Geometry, lead: tuple[int, ...], dtype: np.dtype,
+           where: str) -> "Segments":
+        nseg = math.prod(geo.grid)
+        if any(len(p.dataoffsets) != nseg or len(p.databytecounts) != nseg for p in pages):
+            raise UnsupportedType(f"{where}: pages are laid out differently (tiles or strips); "
+                                  f"they cannot be one dataset")
+        offsets = np.array([p.dataoffsets for p in pages], dtype=np.int64).reshape(len(pages), nseg)
+        counts = np.array([p.databytecounts for p in pages], dtype=np.int64).reshape(len(pages), nseg)
+        filters = copy_filters(key, pages, geo, dtype, raw_ok=True)
+        keys = [getattr(p, "keyframe", None) or key for p in pages]
+        return cls(offsets, counts, key, keys, geo, lead, dtype, filters)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return self.lead + self.geo.dims
+
+    @property
+    def npages(self) -> int:
+        return self.offsets.shape[0]
+
+    def check_bounds(self, size: int, where: str) -> None:
+        bad = (self.counts > 0) & ((self.offsets < 8) | (self.offsets + self.counts > size))
+        if bad.any():
+            n, t = (int(x) for x in np.argwhere(bad)[0])
+            off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
+            kind = "tile" if self.key.is_tiled else "strip"
+            raise InvalidInput(f"{where}: page {n} {kind} {t}: bytes {off}..{off + cnt} lie outside the file "
+                               f"({size} bytes): bogus offset or truncated file")
+
+    # -- geometry -------------------------------------------------------------------
+    def segment_box(self, n: int, t: int) -> tuple[slice, ...]:
+        """The region of the dataset that segment ``t`` of page ``n`` covers."""
+        lead = np.unravel_index(n, self.lead) if self.lead else ()
+        local = np.unravel_index(t, self.geo.grid)
+        box = [slice(int(i), int(i) + 1) for i in lead]
+        for li, c, s, k in zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep):
+            if k:
+                box.append(slice(int(li) * c, min((int(li) + 1) * c, s)))
+        return tuple(box)
+
+    def aligned(self, ds: Dataset) -> bool:
+        """Is every chunk of ``ds`` exactly one full segment (the segment is the chunk)?"""
+        if tuple(ds.chunks) != (1,) * len(self.lead) + self.geo.chunk_dims:
+            return False
+        return bool(self.key.is_tiled) or self.geo.shaped[2] % self.geo.chunk[2] == 0
+
+    def segment_of(self, coords: tuple[int, ...]) -> tuple[int, int]:
+        """The segment that is chunk ``coords`` (when :meth:`aligned`)."""
+        nlead = len(self.lead)
+        n = int(np.ravel_multi_index(coords[:nlead], self.lead)) if nlead else 0
+        it = iter(coords[nlead:])
+        local = [next(it) if k else 0 for k in self.geo.keep]
+        return n, int(np.ravel_multi_index(local, self.geo.grid))
+
+    # -- data ----------------------------------------------------------------------
+    def raw(self, src: ByteSource, n: int, t: int, where: str) -> bytes | None:
+        off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
+        if cnt <= 0 or off <= 0:
+            return None
+        data = src.read(off, cnt)
+        if len(data) != cnt:
+            raise InvalidInput(f"{where}: page {n} segment {t} lies past the end of the file")
+        return data
+
+    def segment(self, src: ByteSource, n: int, t: int, where: str) -> np.ndarray | None:
+        """Segment ``t`` of page ``n`` decoded, full size, as a 5-D block (None: not written)."""
+        data = self.raw(src, n, t, where)
+        if data is None:
+            return None
+        try:
+            k = self.keys[n]
+            arr, _, shape = k.decode(data, t, jpegtables=getattr(k, "jpegtables", None),
+                                     jpegheader=getattr(k, "jpegheader", None), _fullsize=True)
+        except Exception as exc:  # imagecodecs and tifffile raise many kinds
+            raise InvalidInput(f"{where}: page {n} segment {t} does not decode "
+                               f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
+        want = tuple(self.geo.chunk[1:])
+        if arr is None or tuple(shape) != want:
+            raise InvalidInput(f"{where}: page {n} segment {t} decodes to shape {shape}, not {want}")
+        return np.asarray(arr).reshape((1, *want))
+
+    def segments_in(self, region: tuple[slice, ...]) -> Iterator[tuple[int, int]]:
+        """(page, segment) of every segment overlapping a dataset region."""
+        nlead = len(self.lead)
+        it = iter(region[nlead:])
+        ranges = []
+        for c, k in zip(self.geo.chunk, self.geo.keep):
+            if k:
+                sl = next(it)
+                ranges.append(range(sl.start // c, -(-sl.stop // c)))
+            else:
+                ranges.append(range(0, 1))
+        leads = itertools.product(*(range(s.start, s.stop) for s in region[:nlead]))
+        for lc in leads:
+            n = int(np.ravel_multi_index(lc, self.lead)) if nlead else 0
+            for local in itertools.product(*ranges):
+                yield n, int(np.ravel_multi_index(local, self.geo.grid))
+
+    def read(self, src: ByteSource, region: tuple[slice, ...], where: str,
+             only: set[tuple[int, int]] | None = None, out: np.ndarray | None = None,
+             cache: "SegmentCache | None" = None) -> np.ndarray:
+        """The dataset region as the file has it (unwritten segments read as zeros); with
+        ``only``, just those segments are painted over ``out``; ``cache`` keeps decoded
+        segments for the next regions (a strip serves every chunk across the image)."""
+        shape = tuple(s.stop - s.start for s in region)
+        if out is None:
+            out = np.zeros(shape, dtype=self.dtype)
+        for n, t in self.segments_in(region):
+            if only is not None and (n, t) not in only:
+                continue
+            seg = cache.get((n, t)) if cache is not None else None
+            if seg is None:
+                seg = self.segment(src, n, t, where)
+                if cache is not None and seg is not None:
+                    cache.put((n, t), seg)
+            if seg is None:
+                if only is None:
+                    continue
+                seg = np.zeros((1, *self.geo.chunk[1:]), dtype=self.dtype)
+            self._paint(out, region, n, t, seg)
+        return out
+
+    def _paint(self, out: np.ndarray, region: tuple[slice, ...], n: int, t: int, seg: np.ndarray) -> None:
+        nlead = len(self.lead)
+        lead = [int(i) for i in np.unravel_index(n, self.lead)] if nlead else []
+        local = np.unravel_index(t, self.geo.grid)
+        dst: list[slice] = [slice(p - r.start, p - r.start + 1) for p, r in zip(lead, region[:nlead])]
+        srcs: list[slice] = []
+        it = iter(region[nlead:])
+        for li, c, s, k in zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep):
+            start = int(li) * c
+            if not k:
+                srcs.append(slice(0, 1))
+                continue
+            sl = next(it)
+            lo, hi = max(start, sl.start), min(start + c, sl.stop, s)
+            if hi <= lo:
+                return
+            dst.append(slice(lo - sl.start, hi - sl.start))
+            srcs.append(slice(lo - start, hi - start))
+        part = seg[tuple(srcs)]
+        target = out[tuple(dst)]
+        target[...] = part.reshape(target.shape)
+
+
