@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import threading
 import zlib
 from typing import Any, Iterable, Sequence
 
@@ -28,6 +29,22 @@ from .types import DType
 
 log = logging.getLogger(__name__)
 
+_clock = threading.Lock()
+_last_stamp = 0.0
+
+
+def stamp() -> float:
+    """``now()``, strictly increasing within this process: links and attributes made one
+    after another keep their order (the HDF5 view's creation order) even when the clock
+    does not move between two calls (its float has ~0.2 us steps) or steps back."""
+    global _last_stamp
+    with _clock:
+        t = now()
+        if t <= _last_stamp:
+            t = math.nextafter(_last_stamp, math.inf)
+        _last_stamp = t
+        return t
+
 
 class DomainWriter:
     def __init__(self, catalog: Catalog, path: str, owner: str = "admin", overwrite: bool = False) -> None:
@@ -38,7 +55,7 @@ class DomainWriter:
             raise AlreadyExists(f"domain {self.path} already exists in {self.store.url}")
         self.root_id = ids.new_root_id()
         self.domain = Domain.new(self.path, self.root_id, owner)
-        t = now()
+        t = stamp()
         self.root = Group(self.root_id, self.root_id, created=t, last_modified=t)
         self.groups: dict[str, Group] = {self.root_id: self.root}
         self.datasets: dict[str, Dataset] = {}
@@ -69,7 +86,7 @@ class DomainWriter:
         parent.links[name] = link
 
     def add_group(self, parent: Group | None, name: str | None) -> Group:
-        t = now()
+        t = stamp()
         g = Group(ids.new_id("g", self.root_id), self.root_id, created=t, last_modified=t)
         if parent is not None and name:
             self._link(parent, name, Link(name, "hard", id=g.id, created=t))
@@ -77,7 +94,7 @@ class DomainWriter:
         return g
 
     def add_datatype(self, parent: Group | None, name: str | None, dtype: DType) -> Datatype:
-        t = now()
+        t = stamp()
         ct = Datatype(ids.new_id("t", self.root_id), self.root_id, dtype, created=t, last_modified=t)
         if parent is not None and name:
             self._link(parent, name, Link(name, "hard", id=ct.id, created=t))
@@ -100,7 +117,7 @@ class DomainWriter:
         itemsize = 1 if dtype.is_vlen else dtype.itemsize
         pipeline = filters if isinstance(filters, Pipeline) else Pipeline(tuple(filters), itemsize)
         pipeline._check()
-        t = now()
+        t = stamp()
         ds = Dataset(ids.new_id("d", self.root_id), self.root_id, dtype, shape, chunks, layout_class,
                      pipeline.to_json(), fill_value, {}, dict(creation_properties or {}), t, t)
         if parent is not None and name:
@@ -110,17 +127,17 @@ class DomainWriter:
         return ds
 
     def link_hard(self, parent: Group, name: str, target: Group | Dataset | Datatype) -> None:
-        self._link(parent, name, Link(name, "hard", id=target.id, created=now()))
+        self._link(parent, name, Link(name, "hard", id=target.id, created=stamp()))
 
     def link_soft(self, parent: Group, name: str, h5path: str) -> None:
-        self._link(parent, name, Link(name, "soft", h5path=h5path, created=now()))
+        self._link(parent, name, Link(name, "soft", h5path=h5path, created=stamp()))
 
     def link_external(self, parent: Group, name: str, domain: str, h5path: str) -> None:
-        self._link(parent, name, Link(name, "external", h5path=h5path, domain=domain, created=now()))
+        self._link(parent, name, Link(name, "external", h5path=h5path, domain=domain, created=stamp()))
 
     def set_attr(self, obj: Group | Dataset | Datatype, name: str, dtype: DType, shape: Shape, value: Any) -> None:
         """An attribute from its JSON value."""
-        obj.attributes[name] = Attribute(name, dtype, shape, value, now())
+        obj.attributes[name] = Attribute(name, dtype, shape, value, stamp())
 
     def set_attr_array(self, obj: Group | Dataset | Datatype, name: str, dtype: DType, arr: Any,
                        scalar: bool | None = None) -> None:
