@@ -239,6 +239,9 @@ class HDF5Importer:
         queue = [(root, f, "/")]
         while queue:
             gkey, grp, gpath = queue.pop(0)
+            # h5py lists a group tracking link creation order (netCDF-4, track_order) in that
+            # order, others by name: links are made (and stamped) in this order, which the HDF5
+            # view gives back as their creation order
             for name in grp:
                 path = (gpath.rstrip("/") + "/" + name)
                 try:
@@ -454,6 +457,8 @@ class HDF5Importer:
         from h5py import h5s
 
         h5py = _h5()
+        # in creation order when the object tracks it (h5py iterates H5_INDEX_CRT_ORDER then),
+        # else by name: the model keeps this order, the HDF5 view shows it as creation order
         for name in h5obj.attrs:
             where = f"attribute {name!r} of {opath}"
             try:
