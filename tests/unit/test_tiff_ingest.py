@@ -1,0 +1,152 @@
+"""The TIFF view's ingester on its own (no FUSE): a tile rewritten in the view's file is read,
+the tiles the writer never touched are not (neither from the written file nor from the view's
+file it was opened over), and only the chunks the changed tile overlaps are stored anew."""
+from __future__ import annotations
+
+import io
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import make_ctx, read_node
+
+from polyfs.formats.tiff import FORMAT
+from polyfs.formats.tiff.ingest import make_ingester
+from polyfs.formats.tiff.view import domain_node
+from polyfs.importers import import_source
+from polyfs.store import open_store
+from polyfs.writes.router import Target
+
+h5py = pytest.importorskip("h5py")
+tifffile = pytest.importorskip("tifffile")
+
+
+class _Recording:
+    """Reads of some bytes, recorded as (offset, size)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.reads: list[tuple[int, int]] = []
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def read(self, off: int, n: int) -> bytes:
+        self.reads.append((off, n))
+        return self.data[off:off + n]
+
+
+class _Written:
+    """A file written over the view's file ``base``: its bytes now are ``data``."""
+
+    based = True
+
+    def __init__(self, base: bytes, data: bytes) -> None:
+        self.base = _Recording(base)
+        self.now = _Recording(data)
+        diff = np.zeros(max(len(base), len(data)) + 1, dtype=bool)
+        common = min(len(base), len(data))
+        diff[:common] = np.frombuffer(base[:common], np.uint8) != np.frombuffer(data[:common], np.uint8)
+        diff[common:] = True
+        self._touched = np.concatenate([[0], np.cumsum(diff)])
+
+    def size(self) -> int:
+        return len(self.now.data)
+
+    def read(self, off: int, n: int) -> bytes:
+        return self.now.read(off, n)
+
+    def untouched(self, off: int, n: int) -> bool:
+        end = off + n
+        if off < 0 or end > len(self.base.data):
+            return False
+        return int(self._touched[end] - self._touched[off]) == 0
+
+
+@pytest.fixture
+def domain(tmp_path: Path):
+    src = tmp_path / "exp.h5"
+    rng = np.random.default_rng(3)
+    want = {"gz": rng.random((3, 64, 64)).astype("float32"),
+            "deep": rng.integers(0, 255, (4, 48, 48)).astype("uint8")}
+    with h5py.File(src, "w") as f:
+        f.create_dataset("gz", data=want["gz"], chunks=(1, 32, 32), compression="gzip")
+        f.create_dataset("deep", data=want["deep"], chunks=(2, 16, 16), compression="gzip")
+    store = tmp_path / "store"
+    import_source(src, str(store), progress=False)
+    ctx, reader = make_ctx(open_store(str(store)))
+    return ctx, reader, want
+
+
+def _tiles(data: bytes) -> dict[tuple[int, int], tuple[int, int]]:
+    with tifffile.TiffFile(io.BytesIO(data)) as tif:
+        return {(n, t): (int(o), int(c)) for n, p in enumerate(tif.pages)
+                for t, (o, c) in enumerate(zip(p.dataoffsets, p.databytecounts))}
+
+
+def _rewrite_tile(view: bytes, page: int, tile: int, raw: bytes) -> bytes:
+    """libtiff's way: the new tile appended, its offset and byte count entries rewritten."""
+    buf = io.BytesIO(view)
+    with tifffile.TiffFile(buf) as tif:
+        p = tif.pages[page]
+        offsets, counts = list(p.dataoffsets), list(p.databytecounts)
+        at = len(view)
+        buf.seek(at)
+        buf.write(zlib.compress(raw))
+        offsets[tile], counts[tile] = at, len(zlib.compress(raw))
+        p.tags["TileOffsets"].overwrite(offsets)
+        p.tags["TileByteCounts"].overwrite(counts)
+    return buf.getvalue()
+
+
+def _overlaps(reads: list[tuple[int, int]], span: tuple[int, int]) -> bool:
+    lo, hi = span[0], span[0] + span[1]
+    return any(o < hi and lo < o + n for o, n in reads)
+
+
+@pytest.mark.parametrize("name,page,tile,chunk", [("gz", 1, 2, (1, 1, 0)), ("deep", 3, 4, (1, 1, 1))])
+def test_untouched_tiles_are_never_read(domain, name, page, tile, chunk):
+    ctx, reader, want = domain
+    model = ctx.catalog.load("/exp.h5")
+    ds = model.resolve(f"/{name}")
+    view = read_node(domain_node(model, ctx, "exp").entries()[f"{name}.tif"], reader)
+    ty, tx = (32, 32) if name == "gz" else (16, 16)
+    dtype = want[name].dtype
+    new = (np.arange(ty * tx) % 200).astype(dtype).reshape(ty, tx)
+    written = _Written(view, _rewrite_tile(view, page, tile, new.tobytes()))
+    t = Target(FORMAT, ["exp", f"{name}.tif"], "/exp.h5", model, model.root, "/", [f"{name}.tif"])
+    changes = make_ingester(ctx).document_changes(t, written, f"tiff/exp/{name}.tif")
+    assert not changes.objects and not changes.deletes and changes.created is None
+    puts = changes.puts[ds.id]
+    assert [c for c, _ in puts] == [chunk]
+    stored = {c: fetch() for c, fetch in puts}  # what the commit would store
+    old = _tiles(view)
+    now = _tiles(written.now.data)
+    for key, span in old.items():
+        if key == (page, tile):
+            continue
+        assert now[key] == span
+        assert not _overlaps(written.now.reads, span), key  # never read from the written file
+        assert not _overlaps(written.base.reads, span), key  # nor from the view's file
+    assert _overlaps(written.now.reads, now[(page, tile)])  # the changed tile was read
+    pipe = ctx.catalog.pipeline(ds)
+    block = np.frombuffer(pipe.decode(stored[chunk], ds.chunk_nbytes), dtype=ds.type.numpy()).reshape(ds.chunks)
+    expect = want[name].copy()
+    r, c = divmod(tile, -(-want[name].shape[-1] // tx))
+    expect[page, r * ty:(r + 1) * ty, c * tx:(c + 1) * tx] = new
+    region = tuple(slice(i * k, (i + 1) * k) for i, k in zip(chunk, ds.chunks))
+    np.testing.assert_array_equal(block, expect[region])
+
+
+def test_a_file_rewritten_unchanged_changes_nothing(domain):
+    ctx, reader, _ = domain
+    model = ctx.catalog.load("/exp.h5")
+    view = read_node(domain_node(model, ctx, "exp").entries()["gz.tif"], reader)
+    written = _Written(view, view)
+    t = Target(FORMAT, ["exp", "gz.tif"], "/exp.h5", model, model.root, "/", ["gz.tif"])
+    changes = make_ingester(ctx).document_changes(t, written, "tiff/exp/gz.tif")
+    assert changes.is_empty()
+    for span in _tiles(view).values():
+        assert not _overlaps(written.now.reads + written.base.reads, span)
