@@ -21,6 +21,7 @@ _POLYFS_OPTIONS: dict[str, tuple[str, type]] = {
     "shard_max_chunks": ("shard_max_chunks", int),
     "unsharded": ("zarr_sharded", bool),  # flag: turns sharding off
     "sharded": ("zarr_sharded", bool),
+    "zarr_numcodecs": ("zarr_numcodecs", bool),  # flag: numcodecs.* codecs instead of transcoding
     "tiff_level": ("tiff_level", int),
     "cache_mb": ("cache_mb", int),
     "read_ahead_kb": ("read_ahead_kb", int),
@@ -47,6 +48,7 @@ class MountConfig:
     shard_max_chunks: int = 512
     shard_shape: str = ""  # "path:64x64x64;other/path:8x8" (per dataset, in chunks of the array)
     zarr_sharded: bool = True
+    zarr_numcodecs: bool = False  # zero-copy numcodecs.* chains (zarr-python only) instead of spec codecs
     tiff_level: int = 6
     cache_mb: int = 256
     read_ahead_kb: int = 1024  # measured: sequential reads peak here, and metadata scans over-read less
@@ -70,7 +72,8 @@ class MountConfig:
             if not path.strip() or any(d <= 0 for d in shapes["/" + path.strip().strip("/")]):
                 raise InvalidInput(f"bad shard_shape entry {item!r} (want path:64x64x64)")
         return ViewOptions(shard_max_chunks=self.shard_max_chunks, shard_shape=shapes,
-                           zarr_sharded=self.zarr_sharded, tiff_deflate_level=self.tiff_level,
+                           zarr_sharded=self.zarr_sharded, zarr_numcodecs=self.zarr_numcodecs,
+                           tiff_deflate_level=self.tiff_level,
                            transcode_cache_bytes=self.cache_mb << 20)
 
     def view_names(self) -> list[str] | None:

@@ -25,6 +25,7 @@ class ViewOptions:
     shard_max_chunks: int = 512  # Zarr: most inner chunks per shard (rule in zarr3.shard_shape)
     shard_shape: dict[str, list[int]] = field(default_factory=dict)  # per dataset path override
     zarr_sharded: bool = True  # False: one file per chunk (c/i/j/k)
+    zarr_numcodecs: bool = False  # True: serve shuffle/fletcher32/bz2 chunks as stored, as numcodecs.* codecs
     tiff_deflate_level: int = 6  # level of transcoded TIFF tiles
     transcode_cache_bytes: int = 256 << 20
 

@@ -208,7 +208,7 @@ def links_json(model: DomainModel, group_path: str, links: list[Link], paths: Ma
 
 
 # -- dimension scales ---------------------------------------------------------------------
-def _text_attr(obj: Any, name: str) -> str | None:
+def text_attr(obj: Any, name: str) -> str | None:
     attr = obj.attributes.get(name)
     if attr is None:
         return None
@@ -223,7 +223,7 @@ def _text_attr(obj: Any, name: str) -> str | None:
 
 def scale_name(obj: Dataset, path: str) -> str:
     """A dimension scale's dimension name: its NAME, else its link name."""
-    name = _text_attr(obj, "NAME")
+    name = text_attr(obj, "NAME")
     if name and not name.startswith(NETCDF_DIM_ONLY):
         return name
     return posixpath.basename(path)
@@ -234,11 +234,11 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
     rank = ds.shape.rank if ds.shape.kind == "simple" else 0
     if rank == 0:
         return None
-    if _text_attr(ds, "CLASS") == "DIMENSION_SCALE":
+    if text_attr(ds, "CLASS") == "DIMENSION_SCALE":
         return [scale_name(ds, path)] + [None] * (rank - 1) if rank == 1 else None
     attr = ds.attributes.get("DIMENSION_LIST")
     if attr is None:
-        return _array_dimensions(ds, rank)
+        return array_dimensions(ds, rank)
     try:
         arr = values.to_numpy(attr.type, attr.shape, attr.value)
     except (PolyfsError, ValueError, TypeError):
@@ -257,7 +257,7 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
     return names if any(n is not None for n in names) else None
 
 
-def _array_dimensions(ds: Dataset, rank: int) -> list[str | None] | None:
+def array_dimensions(ds: Dataset, rank: int) -> list[str | None] | None:
     """xarray's ``_ARRAY_DIMENSIONS`` attribute (Zarr v2 data imported as is), if well formed."""
     attr = ds.attributes.get("_ARRAY_DIMENSIONS")
     if attr is None:
@@ -333,6 +333,22 @@ def _field_type(t: DType) -> tuple[Any, np.dtype]:
     raise UnsupportedType(f"compound field type {type(t).__name__} has no Zarr structured form")
 
 
+COMPLEX_FIELDS = (("r", "i"), ("real", "imag"))  # h5py's default names, and the other common ones
+
+
+def complex_name(t: CompoundType) -> str | None:
+    """``complex64``/``complex128`` for the ``{r, i}`` compound complex numbers are stored as
+    (two floats of one size and byte order: the same bytes as numpy's complex)."""
+    names = tuple(n for n, _ in t.fields)
+    kinds = [resolved(ft) for _, ft in t.fields]
+    if names not in COMPLEX_FIELDS or not all(isinstance(k, FloatType) for k in kinds):
+        return None
+    a, b = kinds
+    if a.size != b.size or a.order != b.order or a.size not in (4, 8):
+        return None
+    return f"complex{16 * a.size}"
+
+
 def zarr_type(t: DType) -> ZarrType:
     """The Zarr v3 form of an HDF5 dataset type; UnsupportedType if there is none."""
     t = resolved(t)
@@ -359,6 +375,9 @@ def zarr_type(t: DType) -> ZarrType:
             raise UnsupportedType("region references have no Zarr form")
         return ZarrType("string", "reference", None)
     if isinstance(t, CompoundType):
+        cplx = complex_name(t)
+        if cplx is not None:
+            return ZarrType(cplx, "fixed", _endian(t), inner)
         if t.is_vlen or has_reference(t):
             raise UnsupportedType("compound types with variable-length or reference fields have no Zarr form")
         data_type, served = _field_type(t)
@@ -388,6 +407,8 @@ def zarr_fill(zt: ZarrType, t: DType, fill_json: Any) -> Any:
         return int(x)
     if isinstance(zt.data_type, str) and zt.data_type.startswith("float"):
         return json_float(float(x))
+    if isinstance(zt.data_type, str) and zt.data_type.startswith("complex"):
+        return [json_float(float(x[0])), json_float(float(x[1]))]  # Zarr v3: [real, imag]
     # bytes-like types: base64 of the served element bytes
     served = zt.served if zt.served is not None else np.asarray(arr).dtype
     raw = np.asarray(arr).astype(served).tobytes() if zt.served is not None else np.asarray(arr).tobytes()

@@ -59,6 +59,20 @@ def unsharded(domain, tmp_path_factory):
     return dest, ctx, model
 
 
+@pytest.fixture(scope="module")
+def numcodecs(domain, tmp_path_factory):
+    """The opt-in zero-copy form: shuffle, fletcher32 and bzip2 as zarr-python's numcodecs.* codecs."""
+    store, _ = domain
+    dest = tmp_path_factory.mktemp("zarr3n") / STEM
+    ctx, model = _render(store, dest, zarr_numcodecs=True)
+    return dest, ctx, model
+
+
+# how the numcodecs form serves the cases the default form transcodes
+NUMCODECS_MODES = {"f32_2d_shuffle_deflate": "zero-copy (gzip", "f64_2d_bzip2_be": "zero-copy",
+                   "s_vlen_bzip2": "zero-copy", "i16_fletcher_be": "transcoded (deflate"}
+
+
 def _zarr_read(root, case):
     import zarr
 
@@ -80,7 +94,7 @@ def _assert_same(case, got, want):
             assert np.asarray(got).dtype.newbyteorder("=") == (dt.subdtype[0] if dt.subdtype else dt).newbyteorder("=")
 
 
-@pytest.mark.parametrize("layout", ["sharded", "unsharded"])
+@pytest.mark.parametrize("layout", ["sharded", "unsharded", "numcodecs"])
 @pytest.mark.parametrize("case", corpus.CASES, ids=lambda c: c.name)
 def test_zarr_python_reads_every_array(request, layout, case, domain):
     root, ctx, model = request.getfixturevalue(layout)
@@ -110,10 +124,31 @@ def test_tensorstore_reads_numeric_arrays(request, layout, case, domain):
     np.testing.assert_array_equal(got, want)
 
 
-def test_recipes_are_as_expected(sharded):
+def test_recipes_are_as_expected(sharded, numcodecs):
     _, ctx, model = sharded
+    _, nctx, _ = numcodecs
     for case in corpus.CASES:
         assert zarr3.serving(model, ctx, case.path).startswith(case.zarr_mode), case.name
+        want = NUMCODECS_MODES.get(case.name, case.zarr_mode)
+        assert zarr3.serving(model, nctx, case.path).startswith(want), case.name
+
+
+def test_default_chains_are_zarr_v3_spec_codecs(sharded, numcodecs):
+    """Every codec the default view names is a Zarr v3 core codec (tensorstore reads them all);
+    the numcodecs form names zarr-python's own where it serves stored bytes."""
+    spec_names = {"bytes", "vlen-utf8", "gzip", "zstd", "blosc", "crc32c", "sharding_indexed"}
+    root, _, _ = sharded
+    for path in root.rglob("zarr.json"):
+        meta = json.loads(path.read_bytes())
+        chain = list(meta.get("codecs", []))
+        for c in list(chain):
+            chain += c.get("configuration", {}).get("codecs", []) + c.get("configuration", {}).get("index_codecs", [])
+        assert {c["name"] for c in chain} <= spec_names, path
+    nroot, _, _ = numcodecs
+    inner = _array_meta(nroot, corpus.BY_NAME["f32_2d_shuffle_deflate"])["codecs"][0]["configuration"]["codecs"]
+    assert [c["name"] for c in inner] == ["bytes", "numcodecs.shuffle", "gzip"]
+    inner = _array_meta(nroot, corpus.BY_NAME["f64_2d_bzip2_be"])["codecs"][0]["configuration"]["codecs"]
+    assert [c["name"] for c in inner] == ["bytes", "numcodecs.bz2"]
 
 
 # -- shard files, by hand ----------------------------------------------------------------
@@ -247,7 +282,7 @@ def test_metadata_documents(sharded):
     assert meta["fill_value"] == "NaN"
     assert meta["data_type"] == "float32"
     inner = meta["codecs"][0]["configuration"]["codecs"]
-    assert [c["name"] for c in inner] == ["bytes", "numcodecs.shuffle", "gzip"]
+    assert [c["name"] for c in inner] == ["bytes"]  # shuffle+deflate: decoded (tensorstore has no shuffle)
     assert inner[0]["configuration"] == {"endian": "little"}
     assert _array_meta(root, corpus.BY_NAME["u16_3d_zstd_be"])["fill_value"] == 7
     assert _array_meta(root, corpus.BY_NAME["s_vlen_none"])["fill_value"] == "none"
@@ -318,8 +353,9 @@ def test_listing_and_stat_read_no_chunk_data(domain, sharded_opt):
     assert len(files) > 50
     chunk_reads = [r for r in counting.reads if not r[1].endswith(".json") and "/polyfs" not in "/" + r[1]]
     # the pipeline sniff (16 bytes of one chunk per dataset) is the only chunk access, except the
-    # documented measured transcodes: references as JSON, and HSDS Blosc variable-length chunks
-    measured = {model.resolve(p).id for p in ("/refs", "/s_vlen_hsds")}
+    # documented measured transcodes: references as JSON, variable-length chunks in HSDS Blosc
+    # frames or in codecs outside the Zarr v3 spec (bzip2)
+    measured = {model.resolve(p).id for p in ("/refs", "/s_vlen_hsds", "/s_vlen_bzip2")}
     bad = [r for r in chunk_reads if not (r[0] == "get_range" and r[2] == 0 and r[3] <= 16)
            and not any(r[1].startswith(keys.dataset_prefix(did)) for did in measured)]
     assert not bad, bad[:5]

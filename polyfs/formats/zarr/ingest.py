@@ -20,7 +20,6 @@ from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
-from . import FORMAT
 from .spec import (META, MISSING, KeyEncoding, ShardIndex, array_to_bytes_at, bytes_codecs, fill_json,
                    is_real_transpose, numpy_dtype, per_shard)
 
@@ -103,7 +102,8 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     filters = tuple(chain.filters)
     per = per_shard(outer, chunks) if index is not None else (1,) * len(shape)
     hints = {"zarr_chunks_per_shard": list(per)} if index is not None else {"zarr_sharded": False}
-    return ArrayWrite(shape, dtype, chunks, filters, Incoming(npdt, filters, chain.gzip, chain.strip_crc32c),
+    elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
+    return ArrayWrite(shape, dtype, chunks, filters, Incoming(elem, filters, chain.gzip, chain.strip_crc32c),
                       fill, attrs, per, dims, hints, (keys, index))
 
 
@@ -125,7 +125,9 @@ class ZarrIngester:
         return got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
-        return hdmf.Hierarchy(t.model, FORMAT.suffix).shown_attributes(obj, t.h5path, self.skip_attributes)
+        from .view import ZarrDomain
+
+        return ZarrDomain(t.model, self.ctx).shown_attributes(obj, t.h5path, self.skip_attributes)
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
         keys, _ = decl.layout

@@ -29,6 +29,9 @@ DTYPES = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "i2", "uint16":
           "uint32": "u4", "int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8",
           "complex64": "c8", "complex128": "c16"}
 ARRAY_TO_BYTES = ("bytes", "endian", "vlen-utf8", "vlen-bytes")
+# bytes-to-bytes codecs of the Zarr v3 core spec: every v3 reader (tensorstore, zarr-python,
+# zarrs...) has them; ``numcodecs.*`` names are zarr-python's own
+SPEC_BYTES_CODECS = ("gzip", "zstd", "blosc", "crc32c")
 _SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
@@ -210,6 +213,11 @@ def bytes_codecs(codecs: list[dict], itemsize: int) -> Chain:
 def filter_codecs(filters: tuple[Filter, ...] | list[Filter], itemsize: int) -> list[dict]:
     """The bytes-to-bytes codecs that read chunks encoded by ``filters`` (the other direction)."""
     return [f.spec.zarr(f, itemsize) for f in filters]
+
+
+def non_spec(codecs: list[dict]) -> list[str]:
+    """Names of the bytes-to-bytes codecs of a chain that are not Zarr v3 core codecs."""
+    return [str(c.get("name")) for c in codecs if c.get("name") not in SPEC_BYTES_CODECS]
 
 
 def is_real_transpose(codec: dict, rank: int) -> bool:

@@ -7,19 +7,26 @@ stored encoding (chunkserve.py has the recipes):
 
 - inner codecs = ``bytes`` (the stored byte order) then one codec per HDF5
   filter from the translation table (``CodecSpec.zarr``): ``gzip`` (a gzip
-  member spliced from the stored zlib stream), ``zstd``, ``blosc``,
-  ``numcodecs.shuffle``, ``numcodecs.fletcher32``, ``numcodecs.bz2``
-  (the ``numcodecs.*`` ones are read by zarr-python only).
+  member spliced from the stored zlib stream), ``zstd``, ``blosc`` (Zarr v3
+  core codecs, which every v3 reader has).
 - **transcoded** (to the plain ``bytes`` codec, whose size is known from the
-  shape): chunks whose deflate is followed by another filter (fletcher32
-  over a zlib stream cannot be spliced), and structured types with
-  big-endian fields (zarr-python reads structured fields little-endian).
+  shape, so listing and ``stat`` read no chunk): chunks whose filters include
+  one without a core codec (HDF5 shuffle, as netCDF's ``zlib=True`` writes,
+  fletcher32, bzip2; tensorstore has none of them), chunks whose deflate is
+  followed by another filter (fletcher32 over a zlib stream cannot be
+  spliced), and structured types with big-endian fields (zarr-python reads
+  structured fields little-endian). The mount option ``zarr_numcodecs``
+  (``ViewOptions.zarr_numcodecs``) serves the first kind as stored instead,
+  under ``numcodecs.shuffle``/``numcodecs.fletcher32``/``numcodecs.bz2``,
+  which zarr-python alone reads.
+- complex numbers (stored as HDF5 ``{r, i}`` compounds) are ``complex64`` /
+  ``complex128``: the same bytes.
 - variable-length strings use ``vlen-utf8``, whose encoding is HSDS's
   (int32-LE length + bytes per element) behind a uint32 element count: the
   count is served as a literal before the stored chunk, as its own gzip
-  member / zstd frame / bzip2 stream before a compressed one (gzip, zstd and
-  bz2 decoders read concatenated members as one stream). Other encodings
-  (HSDS Blosc frames) are transcoded, and object references become JSON
+  member / zstd frame / bzip2 stream (``zarr_numcodecs`` only) before a
+  compressed one (gzip, zstd and bz2 decoders read concatenated members as
+  one stream). Other encodings (HSDS Blosc frames) are transcoded, and object references become JSON
   text; those outputs are measured once when their file is first sized
   (the one case where sizing reads chunk data).
 
@@ -49,6 +56,10 @@ unsharded (their one chunk is the file ``c``), and so are structured and
 ``raw_bytes`` arrays: zarr-python 3.1 caches shard specs keyed by the fill
 value, which is an unhashable numpy void scalar for those types, so it
 cannot read them sharded (its own sharded structured arrays fail the same).
+
+Attributes, dimension names and which netCDF datasets are arrays follow
+the netCDF/xarray conventions of cf.py (``xarray.open_zarr`` of a domain
+imported from netCDF gives what ``xarray.open_dataset`` of the file gives).
 
 Trailing dimensions of HDF5 array types (``H5T_ARRAY``) become extra array
 dimensions (one chunk deep); their bytes are identical. Not shown: committed
@@ -80,7 +91,7 @@ from ...model.types import resolved
 from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
-from . import FORMAT, spec
+from . import FORMAT, cf, spec
 from .spec import CHUNK_DIR, DEFAULT_INDEX, META, shard_index_bytes
 from ...views.base import DirNode, FileNode, Node, ViewContext
 
@@ -138,9 +149,15 @@ def plain_bytes_codec(zt: hdmf.ZarrType) -> dict:
     return {"name": "bytes", "configuration": {"endian": zt.endian}}
 
 
-def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource,
-                  paths: dict[str, str]) -> tuple[cs.Recipe, list[dict]]:
-    """How a dataset's chunks are served, and the inner codec chain that reads them."""
+def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource, paths: dict[str, str],
+                  numcodecs: bool = False) -> tuple[cs.Recipe, list[dict]]:
+    """How a dataset's chunks are served, and the inner codec chain that reads them.
+
+    ``numcodecs``: filters without a Zarr v3 core codec (shuffle, fletcher32, bzip2) are
+    served as stored under zarr-python's ``numcodecs.*`` codecs; else (the default, so
+    every v3 reader opens the array) such chunks are decoded to the plain ``bytes`` codec,
+    whose size is known from the shape (no chunk is read to list or ``stat`` a file).
+    """
     pipe = src.pipeline
     head = [plain_bytes_codec(zt)]
     count = math.prod(src.dataset.chunks) if src.dataset.chunks else 1
@@ -156,7 +173,7 @@ def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource,
             import numcodecs
 
             return cs.stored(numcodecs.Zstd(level=1).encode(prefix)), head + filter_codecs(pipe)
-        if pipe.only(BZIP2):
+        if pipe.only(BZIP2) and numcodecs:
             return cs.stored(bz2.compress(prefix)), head + filter_codecs(pipe)
         t = cs.Transcoding(("zarr-vlen-utf8",), cs.identity, lambda raw, p=prefix: p + raw, None)
         return cs.transcoded(t, "variable-length chunk re-framed"), head
@@ -167,8 +184,13 @@ def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource,
     if DEFLATE in pipe.ids and not cs.deflate_last(pipe):
         t = cs.Transcoding(("zarr-raw",), cs.identity, None, raw)
         return cs.transcoded(t, "deflate is not the last filter"), head
+    codecs = filter_codecs(pipe)
+    others = spec.non_spec(codecs)
+    if others and not numcodecs:
+        t = cs.Transcoding(("zarr-raw",), cs.identity, None, raw)
+        return cs.transcoded(t, f"{'+'.join(others)}: not Zarr v3 codecs"), head
     recipe = cs.gzip_spliced() if cs.deflate_last(pipe) else cs.stored()
-    return recipe, head + filter_codecs(pipe)
+    return recipe, head + codecs
 
 
 def _reference_recipe(src: cs.ChunkSource, paths: dict[str, str], count: int) -> cs.Recipe:
@@ -226,7 +248,7 @@ class ArrayPlan:
 
     @cached_property
     def recipe_codecs(self) -> tuple[cs.Recipe, list[dict]]:
-        return choose_recipe(self.zt, self.src, self.paths)
+        return choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
 
     @cached_property
     def factors(self) -> tuple[int, ...]:
@@ -361,9 +383,12 @@ class FileLayout:
 
 # -- the hierarchy -------------------------------------------------------------------------------
 class ZarrDomain(hdmf.Hierarchy):
+    """A domain's Zarr hierarchy, with the netCDF/xarray conventions of cf.py."""
+
     def __init__(self, model: DomainModel, ctx: ViewContext) -> None:
         super().__init__(model, SUFFIX)
         self.ctx = ctx
+        self.cf = cf.Conventions(model)
 
     meta_name = META
 
@@ -372,8 +397,24 @@ class ZarrDomain(hdmf.Hierarchy):
             return None
         return {"zarr_format": 3, "node_type": "group", "attributes": self.group_attributes(group, path)}
 
+    def group_attributes(self, group: Group, path: str, skip: tuple[str, ...] = hdmf.RESERVED) -> dict[str, Any]:
+        return self.cf.group(super().group_attributes(group, path, skip))
+
+    def shown_attributes(self, obj: Group | Dataset, path: str, skip: tuple[str, ...]) -> dict[str, Any]:
+        attrs = super().shown_attributes(obj, path, skip)
+        dims = self._dimension_names(obj, path) if isinstance(obj, Dataset) else None
+        return self.cf.attributes(obj, attrs, dims)
+
     def plan(self, ds: Dataset, path: str) -> "ArrayPlan | None":
+        if not self.cf.shows(ds):
+            return None  # a netCDF dimension without a variable
         return self.array_plan(ds, path)
+
+    def _dimension_names(self, ds: Dataset, path: str) -> list[str | None] | None:
+        try:
+            return hdmf.dimension_names(self.model, ds, path, self.paths)
+        except PolyfsError:
+            return None
 
     def array_plan(self, ds: Dataset, path: str) -> ArrayPlan | None:
         if ds.shape.kind == "null":
@@ -384,13 +425,11 @@ class ZarrDomain(hdmf.Hierarchy):
         except UnsupportedType as exc:
             log.info("zarr: %s not shown: %s", self.where(path), exc)
             return None
-        attrs = hdmf.attributes_json(ds, self.paths, self.where(path), skip=hdmf.RESERVED)
+        dims = self._dimension_names(ds, path)
+        attrs = self.cf.attributes(ds, hdmf.attributes_json(ds, self.paths, self.where(path), skip=hdmf.RESERVED),
+                                   dims)
         if zt.kind == "reference":
             attrs[hdmf.ZARR_DTYPE] = "object"
-        try:
-            dims = hdmf.dimension_names(self.model, ds, path, self.paths)
-        except PolyfsError:
-            dims = None
         return ArrayPlan(self.ctx, ds, path, zt, self.paths, attrs, dims, self.ctx.options.zarr_sharded)
 
 
@@ -400,10 +439,10 @@ def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
     return dom.group_node(name, model.root, "/")
 
 
-def describe(ds: Dataset, pipe: Pipeline) -> str:
+def describe(ds: Dataset, pipe: Pipeline, numcodecs: bool = False) -> str:
     """How the Zarr view serves a dataset whose effective pipeline is ``pipe``
     ("zero-copy", "zero-copy (gzip spliced)", "transcoded (<why>)", "-" if not shown);
-    pure: no store access (``polyfs info``)."""
+    pure: no store access (``polyfs info``; ``numcodecs``: the mount option)."""
     if ds.shape.kind == "null":
         return "-"
     try:
@@ -411,7 +450,7 @@ def describe(ds: Dataset, pipe: Pipeline) -> str:
     except UnsupportedType:
         return "-"
     src = cs.ChunkSource(None, ds, None, pipe, None if ds.type.is_vlen else ds.chunk_nbytes)  # type: ignore[arg-type]
-    return choose_recipe(zt, src, {})[0].describe()
+    return choose_recipe(zt, src, {}, numcodecs)[0].describe()
 
 
 def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
@@ -419,4 +458,4 @@ def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
     ds = model.resolve(path)
     if not isinstance(ds, Dataset):
         return "-"
-    return describe(ds, ctx.catalog.pipeline(ds))
+    return describe(ds, ctx.catalog.pipeline(ds), ctx.options.zarr_numcodecs)

@@ -1,0 +1,123 @@
+"""netCDF-4 and xarray conventions of the Zarr view.
+
+``xarray.open_zarr(view)`` should give what ``xarray.open_dataset(original)``
+gives. xarray reads Zarr v3 by its own rules (``xarray/backends/zarr.py``):
+dimensions are ``dimension_names``; the ``_FillValue`` attribute, which
+drives CF masking (a v3 array's ``fill_value`` does not), is spelled by
+``FillValueCoder``: floats as base64 of a little-endian float64, complex
+numbers as two of those, integers and booleans as JSON; every other
+attribute is taken as it is. So the view:
+
+- spells ``_FillValue`` of every array that way (any domain: it is CF's name);
+- in a **netCDF-4 domain** (``_NCProperties`` on the root, or netCDF's
+  dimension bookkeeping on a dataset) shows what netCDF-4 shows: the
+  dimension-scale and netCDF-internal attributes (:data:`NC_HIDDEN`) are left
+  out (``dimension_names`` carry the dimensions), one-element attributes are
+  scalars (netCDF attributes are 1-D; netCDF4-python reads one element as a
+  scalar), and dimensions without a coordinate variable (netCDF's
+  "This is a netCDF dimension but not a netCDF variable" scales) are no arrays;
+- leaves out ``_ARRAY_DIMENSIONS`` where ``dimension_names`` come from it.
+
+Hidden attributes are kept in the store: a written ``zarr.json`` is compared
+with what the view shows (ingest.py), so a rewrite never drops them.
+"""
+from __future__ import annotations
+
+import base64
+import struct
+from typing import Any
+
+from ...model.schema import Dataset, Group
+from ...model.tree import DomainModel
+from ...views import hdmf
+
+FILL = "_FillValue"
+ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
+# attributes the netCDF-4 library keeps to itself (never listed by ncattrs())
+NC_HIDDEN = frozenset({"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid",
+                       "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict", "_IsNetcdf4",
+                       "_SuperblockVersion"})
+NC_MARKS = ("_Netcdf4Dimid", "_Netcdf4Coordinates")
+
+
+def is_netcdf(model: DomainModel) -> bool:
+    """A domain written by netCDF-4 (netCDF4-python, xarray, h5netcdf)."""
+    if "_NCProperties" in model.root.attributes:
+        return True
+    return any(m in ds.attributes for ds in model.datasets.values() for m in NC_MARKS)
+
+
+def dimension_only(ds: Dataset) -> bool:
+    """A netCDF dimension without a coordinate variable (a placeholder dimension scale)."""
+    name = hdmf.text_attr(ds, "NAME")
+    return bool(name) and name.startswith(hdmf.NETCDF_DIM_ONLY)
+
+
+def _b64_float(x: Any) -> str:
+    v = float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(x, x)) if isinstance(x, str) else float(x)
+    return base64.standard_b64encode(struct.pack("<d", v)).decode("ascii")
+
+
+def fill_attribute(value: Any, zt: hdmf.ZarrType) -> Any:
+    """``_FillValue`` as xarray's FillValueCoder writes it for the array's data type
+    (unchanged when the value does not fit: xarray then says why)."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    name = zt.data_type if isinstance(zt.data_type, str) else ""
+    try:
+        if name.startswith("float"):
+            return _b64_float(value)
+        if name.startswith("complex"):
+            parts = [value.get("r", value.get("real")), value.get("i", value.get("imag"))] \
+                if isinstance(value, dict) else list(value)
+            return [_b64_float(parts[0]), _b64_float(parts[1])]
+        if name.startswith(("int", "uint")) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return int(value)
+        if name == "bool":
+            return bool(value)
+    except (TypeError, ValueError, KeyError, IndexError):
+        pass
+    return value
+
+
+class Conventions:
+    """What the Zarr view shows of one domain's attributes and datasets."""
+
+    def __init__(self, model: DomainModel) -> None:
+        self.netcdf = is_netcdf(model)
+
+    def shows(self, ds: Dataset) -> bool:
+        return not (self.netcdf and dimension_only(ds))
+
+    def _common(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not self.netcdf:
+            return attrs
+        out = {}
+        for k, v in attrs.items():
+            if k in NC_HIDDEN:
+                continue
+            out[k] = v[0] if isinstance(v, list) and len(v) == 1 else v
+        return out
+
+    def group(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return self._common(attrs)
+
+    def array(self, attrs: dict[str, Any], zt: hdmf.ZarrType | None,
+              dims_from_attribute: bool) -> dict[str, Any]:
+        out = self._common(attrs)
+        if FILL in out and zt is not None:
+            out[FILL] = fill_attribute(out[FILL], zt)
+        if dims_from_attribute:
+            out.pop(ARRAY_DIMENSIONS, None)
+        return out
+
+    def attributes(self, obj: Group | Dataset, attrs: dict[str, Any], dims: list | None) -> dict[str, Any]:
+        """The attributes shown for ``obj`` (``attrs``: its attributes as hdmf.py spells them)."""
+        if isinstance(obj, Group):
+            return self.group(attrs)
+        try:
+            zt = hdmf.zarr_type(obj.type)
+        except Exception:  # not shown as an array: nothing to spell
+            zt = None
+        rank = obj.shape.rank if obj.shape.kind == "simple" else 0
+        return self.array(attrs, zt, dims is not None and dims == hdmf.array_dimensions(obj, rank))
