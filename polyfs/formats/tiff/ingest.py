@@ -53,7 +53,7 @@ from ...views.base import ViewContext
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import ByteSource, ChunkBytes, DocumentChanges, SourceReader, WrittenFile
 from .image import EXTENSION
-from .segments import Segments
+from .segments import SegmentCache, Segments
 from .source import SeriesLayout, TiffImporter, geometry, image_attributes
 
 log = logging.getLogger(__name__)
@@ -336,6 +336,7 @@ class TiffIngester:
         pipe = self.catalog.pipeline(ds)
         whole = img.aligned(target)
         fill = values.fill_array(ds.type, ds.fill_value, ())
+        cache = SegmentCache()  # a strip or tile spanning several chunks is decoded once
 
         def check(coords: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
             """(coords, whether the chunk holds data); the chunk decoded, never kept."""
@@ -345,7 +346,7 @@ class TiffIngester:
                     return coords, False
                 _check_segment(target, img, src, n, t_, where)
                 return coords, True
-            block = img.read(src, chunk_region(target, coords), where)
+            block = img.read(src, chunk_region(target, coords), where, cache=cache)
             return coords, not bool(np.all(block == fill.astype(block.dtype)))
 
         grid = target.grid
@@ -356,8 +357,10 @@ class TiffIngester:
         deletes: list[tuple[int, ...]] = []
         for coords, data in results:
             if data:
-                producer = self._as_stored if whole else self._whole_chunk
-                puts.append((coords, _bind(producer, target, pipe, img, src, coords, where)))
+                if whole:
+                    puts.append((coords, _bind(self._as_stored, target, pipe, img, src, coords, where)))
+                else:
+                    puts.append((coords, _bind(self._whole_chunk, target, pipe, img, src, coords, where, cache)))
             elif all(c < g for c, g in zip(coords, idx.grid)) and idx.size_of(idx.linear_of(coords)) >= 0:
                 deletes.append(coords)
         change = ObjectChange(ds.id, set_attributes=self._attributes(ds, tif, series, lay))
@@ -372,10 +375,10 @@ class TiffIngester:
         return out
 
     def _whole_chunk(self, ds: Dataset, pipe: Pipeline, img: Segments, src: ByteSource,
-                     coords: tuple[int, ...], where: str) -> bytes:
+                     coords: tuple[int, ...], where: str, cache: SegmentCache | None = None) -> bytes:
         region = chunk_region(ds, coords)
         block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks))
-        block[tuple(slice(0, s.stop - s.start) for s in region)] = img.read(src, region, where)
+        block[tuple(slice(0, s.stop - s.start) for s in region)] = img.read(src, region, where, cache=cache)
         return _encode(ds, pipe, block)
 
     @staticmethod

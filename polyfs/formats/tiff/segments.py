@@ -26,25 +26,31 @@ CACHE_BYTES = 64 << 20
 
 
 class SegmentCache:
-    """Decoded segments, least recently used dropped past ``limit`` bytes (one reader's)."""
+    """Decoded segments, least recently used dropped past ``limit`` bytes (thread-safe)."""
 
     def __init__(self, limit: int = CACHE_BYTES) -> None:
         self.limit = limit
         self.used = 0
         self._items: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key: tuple[int, int]) -> np.ndarray | None:
-        got = self._items.get(key)
-        if got is not None:
-            self._items.move_to_end(key)
-        return got
+        with self._lock:
+            got = self._items.get(key)
+            if got is not None:
+                self._items.move_to_end(key)
+            return got
 
     def put(self, key: tuple[int, int], arr: np.ndarray) -> None:
-        self._items[key] = arr
-        self.used += arr.nbytes
-        while self.used > self.limit and len(self._items) > 1:
-            _, old = self._items.popitem(last=False)
-            self.used -= old.nbytes
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.used -= old.nbytes
+            self._items[key] = arr
+            self.used += arr.nbytes
+            while self.used > self.limit and len(self._items) > 1:
+                _, old = self._items.popitem(last=False)
+                self.used -= old.nbytes
 
 
 class FileSource:
@@ -77,6 +83,7 @@ class Segments:
     lead: tuple[int, ...]
     dtype: np.dtype  # in the file's byte order
     filters: list | None  # the table codec the segments are in as they are (None: decode them)
+    row_bytes: int = 0  # uncompressed strips: bytes of one row (rows are read by range, never whole strips)
 
     @classmethod
     def of(cls, pages: list, key: Any, geo: Geometry, lead: tuple[int, ...], dtype: np.dtype,
@@ -89,7 +96,22 @@ class Segments:
         counts = np.array([p.databytecounts for p in pages], dtype=np.int64).reshape(len(pages), nseg)
         filters = copy_filters(key, pages, geo, dtype, raw_ok=True)
         keys = [getattr(p, "keyframe", None) or key for p in pages]
-        return cls(offsets, counts, key, keys, geo, lead, dtype, filters)
+        out = cls(offsets, counts, key, keys, geo, lead, dtype, filters)
+        if _raw_strips(key, pages, dtype):
+            out.row_bytes = geo.shaped[3] * geo.shaped[4] * dtype.itemsize
+            out._check_strips(where)
+        return out
+
+    def _check_strips(self, where: str) -> None:
+        """Every uncompressed strip holds its rows (they are read by range, so never padded)."""
+        local = np.unravel_index(np.arange(self.offsets.shape[1]), self.geo.grid)
+        r0 = local[2] * self.geo.chunk[2]
+        rows = np.minimum(r0 + self.geo.chunk[2], self.geo.shaped[2]) - r0
+        short = (self.counts > 0) & (self.counts < rows[None, :] * self.row_bytes)
+        if short.any():
+            n, t = (int(x) for x in np.argwhere(short)[0])
+            raise InvalidInput(f"{where}: page {n} strip {t} is {int(self.counts[n, t])} bytes; its "
+                               f"{int(rows[t])} rows need {int(rows[t]) * self.row_bytes}")
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -189,6 +211,9 @@ class Segments:
         for n, t in self.segments_in(region):
             if only is not None and (n, t) not in only:
                 continue
+            if self.row_bytes:
+                self._rows(src, out, region, n, t, where, zero_missing=only is not None)
+                continue
             seg = cache.get((n, t)) if cache is not None else None
             if seg is None:
                 seg = self.segment(src, n, t, where)
@@ -201,20 +226,46 @@ class Segments:
             self._paint(out, region, n, t, seg)
         return out
 
-    def _paint(self, out: np.ndarray, region: tuple[slice, ...], n: int, t: int, seg: np.ndarray) -> None:
+    def _rows(self, src: ByteSource, out: np.ndarray, region: tuple[slice, ...], n: int, t: int,
+              where: str, zero_missing: bool) -> None:
+        """The rows of an uncompressed strip inside ``region``, read by range."""
+        local = [int(x) for x in np.unravel_index(t, self.geo.grid)]
+        r0 = local[2] * self.geo.chunk[2]
+        ysl = region[len(self.lead) + sum(self.geo.keep[:2])]
+        lo, hi = max(r0, ysl.start), min(r0 + self.geo.chunk[2], ysl.stop, self.geo.shaped[2])
+        if hi <= lo:
+            return
+        off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
+        if cnt <= 0 or off <= 0:
+            if zero_missing:
+                self._paint(out, region, n, local, np.zeros((1, 1, hi - lo, *self.geo.shaped[3:]), self.dtype), lo)
+            return
+        data = src.read(off + (lo - r0) * self.row_bytes, (hi - lo) * self.row_bytes)
+        if len(data) != (hi - lo) * self.row_bytes:
+            raise InvalidInput(f"{where}: page {n} strip {t} lies past the end of the file")
+        rows = np.frombuffer(data, dtype=self.dtype).reshape(1, 1, hi - lo, *self.geo.shaped[3:])
+        self._paint(out, region, n, local, rows, lo)
+
+    def _paint(self, out: np.ndarray, region: tuple[slice, ...], n: int, t: Any, seg: np.ndarray,
+               first_row: int | None = None) -> None:
+        """Copy the part of a 5-D block of page ``n`` inside ``region`` into ``out`` (the region's
+        shape); the block is segment ``t`` (an index, or its grid position), starting at
+        ``first_row`` when it holds only some of the segment's rows."""
         nlead = len(self.lead)
         lead = [int(i) for i in np.unravel_index(n, self.lead)] if nlead else []
-        local = np.unravel_index(t, self.geo.grid)
+        local = np.unravel_index(t, self.geo.grid) if isinstance(t, (int, np.integer)) else t
         dst: list[slice] = [slice(p - r.start, p - r.start + 1) for p, r in zip(lead, region[:nlead])]
         srcs: list[slice] = []
         it = iter(region[nlead:])
-        for li, c, s, k in zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep):
+        for axis, (li, c, s, k) in enumerate(zip(local, self.geo.chunk, self.geo.shaped, self.geo.keep)):
             start = int(li) * c
+            if axis == 2 and first_row is not None:
+                start = first_row
             if not k:
                 srcs.append(slice(0, 1))
                 continue
             sl = next(it)
-            lo, hi = max(start, sl.start), min(start + c, sl.stop, s)
+            lo, hi = max(start, sl.start), min(start + seg.shape[axis], sl.stop, s)
             if hi <= lo:
                 return
             dst.append(slice(lo - sl.start, hi - sl.start))
@@ -224,3 +275,14 @@ class Segments:
         target[...] = part.reshape(target.shape)
 
 
+def _raw_strips(key: Any, pages: list, dtype: np.dtype) -> bool:
+    """Uncompressed strips of whole-byte samples in the file's order, every page alike."""
+    if key.is_tiled or int(key.compression) != 1 or int(key.predictor) != 1 or int(key.fillorder) != 1:
+        return False
+    bps = key.bitspersample[0] if isinstance(key.bitspersample, tuple) else key.bitspersample
+    if int(bps) != 8 * dtype.itemsize or dtype.kind not in "uif" or int(key.sampleformat) not in (1, 2, 3):
+        return False
+    if getattr(key, "subsampling", None) not in (None, (1, 1)):
+        return False
+    return all(not hasattr(p, "tags") or p is key or (int(p.compression) == 1 and not p.is_tiled
+                                                     and int(p.predictor) == 1) for p in pages)
