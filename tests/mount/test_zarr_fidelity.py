@@ -183,3 +183,25 @@ def test_numcodecs_option_serves_shuffle_as_stored(mount_store, tmp_path):
     inner = json.loads((root / "temp" / "zarr.json").read_bytes())["codecs"][0]["configuration"]["codecs"]
     assert [c["name"] for c in inner] == ["bytes", "numcodecs.shuffle", "gzip"]
     assert_same_dataset(xr.open_zarr(root, consolidated=False), xr.open_dataset(src))
+
+
+def test_xarray_dataset_written_through_the_view_reads_back(mount_store, tmp_path):
+    """xarray's own Zarr v3 output (``_FillValue`` attributes, ``dimension_names``) written
+    into the view reads back equal, and the HDF5 view holds the values."""
+    store = tmp_path / "store"
+    store.mkdir()
+    m = mount_store(str(store))
+    (m.path / "zarr" / "xw.zarr").mkdir()
+    ds = xr.Dataset({"v": (("t", "x"), np.arange(12, dtype="f4").reshape(3, 4), {"units": "m"}),
+                     "n": (("x",), np.array([1, 2, -9, 4], "i2"), {"note": "with a fill"})},
+                    coords={"x": [0.5, 1.5, 2.5, 3.5]}, attrs={"title": "written by xarray"})
+    ds["v"][1, 1] = np.nan
+    enc = {"n": {"_FillValue": -9}}
+    ds.to_zarr(m.path / "zarr" / "xw.zarr", zarr_format=3, consolidated=False, mode="a", encoding=enc)
+    ds.to_zarr(tmp_path / "plain.zarr", zarr_format=3, consolidated=False, encoding=enc)  # the reference
+    got = xr.open_zarr(m.path / "zarr" / "xw.zarr", consolidated=False)
+    assert_same_dataset(got, xr.open_zarr(tmp_path / "plain.zarr", consolidated=False))
+    assert int(got["n"].isnull().sum()) == 1
+    with h5py.File(m.path / "hdf5" / "xw.h5", "r") as f:
+        np.testing.assert_array_equal(f["x"][()], ds["x"].values)
+        np.testing.assert_array_equal(f["v"][()], ds["v"].values)
