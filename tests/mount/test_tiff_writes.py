@@ -412,3 +412,54 @@ def test_bad_files_are_refused_and_leave_the_store_as_it_was(mount_store, import
     np.testing.assert_array_equal(zarr.open_array(str(m.path / "zarr" / "exp.zarr" / "gz"), mode="r")[...],
                                   want["gz"])
     assert sorted(os.listdir(m.path / "tiff" / "exp")) == ["deep.tif", "ext.tif", "gz.tif", "raw.tif", "zs.tif"]
+
+
+# -- memory ---------------------------------------------------------------------------------
+def _daemon_pid(mnt: Path) -> int:
+    want = os.path.realpath(mnt).encode()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            args = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mount" in args and any(os.path.realpath(a.decode(errors="replace")).encode() == want for a in args if a):
+            return int(d.name)
+    raise AssertionError(f"no daemon serves {mnt}")
+
+
+def _peak_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
+
+
+def test_a_big_single_strip_image_streams(mount_store, imported, tmp_path):
+    """256 MiB of one uncompressed strip (tifffile's default layout) becomes a dataset while the
+    daemon's peak memory grows by far less than the image (it is read a band of rows at a time)."""
+    store, _ = imported
+    h, w = 8192, 16384
+    src = tmp_path / "big.tif"
+    arr = np.lib.format.open_memmap(tmp_path / "big.npy", mode="w+", dtype="uint16", shape=(h, w))
+    cols = np.arange(w, dtype=np.uint32)
+    for y in range(0, h, 512):
+        arr[y:y + 512] = ((np.arange(y, y + 512, dtype=np.uint32)[:, None] * 7 + cols[None, :]) % 65521)
+    tifffile.imwrite(src, arr, rowsperstrip=h)  # one strip
+    del arr
+    os.unlink(tmp_path / "big.npy")
+    with tifffile.TiffFile(src) as tif:
+        assert len(tif.pages[0].dataoffsets) == 1
+    m = mount_store(str(store), "write_buffer_mb=16")
+    pid = _daemon_pid(m.path)
+    before = _peak_mib(pid)
+    subprocess.run(["cp", str(src), str(m.path / "tiff" / "exp" / "big.tif")], check=True, timeout=600)
+    grown = _peak_mib(pid) - before
+    assert grown < 160, f"the daemon's peak memory grew by {grown:.0f} MiB for a 256 MiB image"
+    z = zarr.open_array(str(m.path / "zarr" / "exp.zarr" / "big"), mode="r")
+    assert z.shape == (h, w)
+    for ys, xs in ((slice(0, 3), slice(0, 50)), (slice(4000, 4100), slice(9000, 9300)),
+                   (slice(h - 2, h), slice(w - 70, w))):
+        rows = np.arange(ys.start, ys.stop, dtype=np.uint32)[:, None]
+        want = ((rows * 7 + np.arange(xs.start, xs.stop, dtype=np.uint32)[None, :]) % 65521).astype("uint16")
+        np.testing.assert_array_equal(z[ys, xs], want)
+    assert "not stored" not in m.log_text() and "refused" not in m.log_text()

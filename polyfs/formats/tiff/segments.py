@@ -22,7 +22,7 @@ from ...model.schema import Dataset
 from ...writes.protocol import ByteSource
 from .source import Geometry, copy_filters
 
-CACHE_BYTES = 64 << 20
+CACHE_BYTES = 32 << 20
 
 
 class SegmentCache:
@@ -31,17 +31,17 @@ class SegmentCache:
     def __init__(self, limit: int = CACHE_BYTES) -> None:
         self.limit = limit
         self.used = 0
-        self._items: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._items: OrderedDict[tuple[int, ...], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[int, int]) -> np.ndarray | None:
+    def get(self, key: tuple[int, ...]) -> np.ndarray | None:
         with self._lock:
             got = self._items.get(key)
             if got is not None:
                 self._items.move_to_end(key)
             return got
 
-    def put(self, key: tuple[int, int], arr: np.ndarray) -> None:
+    def put(self, key: tuple[int, ...], arr: np.ndarray) -> None:
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
@@ -212,7 +212,7 @@ class Segments:
             if only is not None and (n, t) not in only:
                 continue
             if self.row_bytes:
-                self._rows(src, out, region, n, t, where, zero_missing=only is not None)
+                self._rows(src, out, region, n, t, where, only is not None, cache)
                 continue
             seg = cache.get((n, t)) if cache is not None else None
             if seg is None:
@@ -227,8 +227,9 @@ class Segments:
         return out
 
     def _rows(self, src: ByteSource, out: np.ndarray, region: tuple[slice, ...], n: int, t: int,
-              where: str, zero_missing: bool) -> None:
-        """The rows of an uncompressed strip inside ``region``, read by range."""
+              where: str, zero_missing: bool, cache: "SegmentCache | None") -> None:
+        """The rows of an uncompressed strip inside ``region``, read by range (whole rows: the
+        chunks across the image that share them find them in ``cache``)."""
         local = [int(x) for x in np.unravel_index(t, self.geo.grid)]
         r0 = local[2] * self.geo.chunk[2]
         ysl = region[len(self.lead) + sum(self.geo.keep[:2])]
@@ -240,10 +241,15 @@ class Segments:
             if zero_missing:
                 self._paint(out, region, n, local, np.zeros((1, 1, hi - lo, *self.geo.shaped[3:]), self.dtype), lo)
             return
-        data = src.read(off + (lo - r0) * self.row_bytes, (hi - lo) * self.row_bytes)
-        if len(data) != (hi - lo) * self.row_bytes:
-            raise InvalidInput(f"{where}: page {n} strip {t} lies past the end of the file")
-        rows = np.frombuffer(data, dtype=self.dtype).reshape(1, 1, hi - lo, *self.geo.shaped[3:])
+        key = (n, t, lo, hi)
+        rows = cache.get(key) if cache is not None else None  # type: ignore[arg-type]
+        if rows is None:
+            data = src.read(off + (lo - r0) * self.row_bytes, (hi - lo) * self.row_bytes)
+            if len(data) != (hi - lo) * self.row_bytes:
+                raise InvalidInput(f"{where}: page {n} strip {t} lies past the end of the file")
+            rows = np.frombuffer(data, dtype=self.dtype).reshape(1, 1, hi - lo, *self.geo.shaped[3:])
+            if cache is not None:
+                cache.put(key, rows)  # type: ignore[arg-type]
         self._paint(out, region, n, local, rows, lo)
 
     def _paint(self, out: np.ndarray, region: tuple[slice, ...], n: int, t: Any, seg: np.ndarray,
