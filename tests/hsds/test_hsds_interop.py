@@ -35,13 +35,17 @@ from polyfs.store import open_store
 pytestmark = pytest.mark.hsds
 
 HSDS_BIN = os.environ.get("POLYFS_HSDS_BIN", "/work/main/.venv-hsds/bin/hsds")
+# HSDS 0.9 reads only the schema's top-level dataset "layout" (polyfs writes it for that)
+HSDS09_BIN = os.environ.get("POLYFS_HSDS09_BIN", "/work/main/.venv-hsds09/bin/hsds")
+VERSIONS = {"1.0.2": HSDS_BIN, "0.9.4": HSDS09_BIN}
 BUCKET = "hsdstest"  # HSDS 1.0.2 uses this bucket whatever --bucket_name says
 USER = {"username": "admin", "password": "admin"}
 CHUNK_NAME = re.compile(r"^\d+(_\d+)*$")
 
 
 class Server:
-    def __init__(self, base: Path, proc: subprocess.Popen, endpoint: str) -> None:
+    def __init__(self, base: Path, proc: subprocess.Popen, endpoint: str, version: str = "1.0.2") -> None:
+        self.version = version
         self.base = base
         self.proc = proc
         self.endpoint = endpoint
@@ -70,10 +74,11 @@ class Server:
             time.sleep(0.5)
 
 
-@pytest.fixture(scope="module")
-def hsds(tmp_path_factory):
-    if not os.path.exists(HSDS_BIN):
-        pytest.skip(f"HSDS is not installed ({HSDS_BIN})")
+@pytest.fixture(scope="module", params=list(VERSIONS))
+def hsds(request, tmp_path_factory):
+    binary = VERSIONS[request.param]
+    if not os.path.exists(binary):
+        pytest.skip(f"HSDS {request.param} is not installed ({binary})")
     import h5pyd
 
     base = tmp_path_factory.mktemp("hsds")
@@ -82,12 +87,12 @@ def hsds(tmp_path_factory):
     sock.mkdir()
     out = open(base / "stdout.txt", "w")
     proc = subprocess.Popen(
-        [HSDS_BIN, "--root_dir", str(base / "root"), "--bucket_name", BUCKET, "--socket_dir", str(sock),
+        [binary, "--root_dir", str(base / "root"), "--bucket_name", BUCKET, "--socket_dir", str(sock),
          "--hs_username", USER["username"], "--hs_password", USER["password"], "--count", "1",
          "--logfile", str(base / "hsds.log"), "--loglevel", "WARNING"],
         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     endpoint = "http+unix://" + urllib.parse.quote(str(sock / "sn_1.sock"), safe="")
-    server = Server(base, proc, endpoint)
+    server = Server(base, proc, endpoint, request.param)
     try:
         deadline = time.monotonic() + 90
         while "READY" not in (base / "stdout.txt").read_text():
@@ -116,6 +121,9 @@ def _img():
 
 def test_domain_written_by_h5pyd_reads_in_polyfs(hsds):
     import h5pyd
+
+    if hsds.version.startswith("0.9"):
+        pytest.skip("h5pyd 1.0 creates objects with multi-object POSTs, which HSDS 0.9 refuses (400)")
 
     img = _img()
     table = np.array([(1, 2.5, b"ab"), (-3, 4.5, b"xyz")], dtype=[("a", "<i4"), ("b", "<f8"), ("s", "S3")])
@@ -188,9 +196,17 @@ def test_domain_imported_by_polyfs_reads_through_h5pyd(hsds, tmp_path):
                 if set(cat.pipeline(ds).ids) & {ZSTD, BZIP2}:
                     hsds_cannot.add(f"{name}:{path}")
                     continue
-                _compare(path, want[path], got[path], ds, ids)
+                try:
+                    _compare(path, want[path], got[path], ds, ids)
+                except OSError as exc:  # the server failed the read (never a wrong value)
+                    if hsds.version == "1.0.2":
+                        raise
+                    hsds_cannot.add(f"{name}:{path}")
+                    print(f"HSDS {hsds.version} cannot read {name}:{path}: {exc}")
+                    continue
                 checked += 1
-            if name == "structure":  # attributes of plain types, as h5pyd reads them
+            if name == "structure" and hsds.version == "1.0.2":  # attributes of plain types, as h5pyd reads them
+                # (h5pyd 1.0 finds no attributes on HSDS 0.9 servers, whatever wrote the domain)
                 for aname in ("int8", "uint64_arr", "int32_be", "float32_2d", "bool_arr", "vlen_str",
                               "vlen_str_arr", "compound_arr", "array_type"):
                     w, g = np.asarray(want.attrs[aname]), np.asarray(got.attrs[aname])
@@ -199,8 +215,13 @@ def test_domain_imported_by_polyfs_reads_through_h5pyd(hsds, tmp_path):
                 assert got["soft_to_points"].shape == (2,)
         assert checked >= (1 if name == "structure" else 15)
     # the default encoding (big-endian deflate) and copied gzip/shuffle/blosc/fletcher32 all read;
-    # only copies of zstd and bzip2 chunks are beyond HSDS
-    assert hsds_cannot == {"filters:/zstd", "filters:/bzip2", "types:/enum"}
+    # only copies of zstd and bzip2 chunks are beyond HSDS. HSDS 0.9 reads the top-level layout
+    # polyfs writes; it also fails on array types (it reshapes an array-type chunk by the element
+    # count) and on enum types spelled with "members" (it knows only "mapping")
+    cannot = {"filters:/zstd", "filters:/bzip2", "types:/enum"}
+    if hsds.version.startswith("0.9"):
+        cannot |= {"types:/array_type", "types:/bool"}
+    assert hsds_cannot == cannot
 
 
 def _compare(path: str, want, got, ds, ids: dict[str, str]) -> None:
@@ -260,3 +281,30 @@ def _ref_text(f, ref, ids: dict[str, str]) -> str:
 
 def _txt(x) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def test_dataset_json_carries_the_schema_layout():
+    """Every ``.dataset.json`` has the schema's top-level ``layout`` (HSDS 0.9 reads only it);
+    stores with only ``creationProperties.layout`` (HSDS 1.0.2, older polyfs) still load."""
+    from polyfs.model.schema import Dataset
+
+    base = {"id": "d-b03b24ef-69f244b6-56e5-25125a-89ba79", "type": "H5T_STD_U8LE",
+            "shape": {"class": "H5S_SIMPLE", "dims": [10, 20]}}
+    chunked = Dataset.from_json({**base, "creationProperties": {"layout": {"class": "H5D_CHUNKED", "dims": [5, 8]}}})
+    out = chunked.to_json()
+    assert out["layout"] == {"class": "H5D_CHUNKED", "dims": [5, 8]}
+    assert out["creationProperties"]["layout"] == {"class": "H5D_CHUNKED", "dims": [5, 8]}
+    contiguous = Dataset.from_json({**base, "creationProperties": {"layout": {"class": "H5D_CONTIGUOUS"}}})
+    out = contiguous.to_json()
+    assert out["layout"] == {"class": "H5D_CHUNKED", "dims": [10, 20]}  # one chunk: the whole shape
+    again = Dataset.from_json(out)
+    assert again.layout_class == "H5D_CONTIGUOUS" and again.chunks == (10, 20)
+    only_top = Dataset.from_json({**base, "layout": {"class": "H5D_CHUNKED", "dims": [5, 5]}})
+    assert only_top.chunks == (5, 5) and only_top.to_json()["layout"]["dims"] == [5, 5]
+    # HSDS 0.9 chunked a contiguous request: its top-level layout wins and the class follows it
+    rechunked = Dataset.from_json({**base, "layout": {"class": "H5D_CHUNKED", "dims": [5, 20]},
+                                   "creationProperties": {"layout": {"class": "H5D_CONTIGUOUS"}}})
+    assert rechunked.chunks == (5, 20) and rechunked.layout_class == "H5D_CHUNKED"
+    scalar = Dataset.from_json({**base, "shape": {"class": "H5S_SCALAR"}})
+    assert scalar.chunks == () and scalar.to_json()["layout"] == {"class": "H5D_CHUNKED", "dims": [1]}
+    assert Dataset.from_json(scalar.to_json()).chunks == ()
