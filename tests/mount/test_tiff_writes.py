@@ -236,6 +236,26 @@ def test_new_tiff_by_libtiff_tools(mount_store, imported, tmp_path, tool):
     assert "not stored" not in m.log_text()
 
 
+def test_pages_written_one_by_one(mount_store, imported):
+    """tifffile writes uncompressed pixels through a duplicated descriptor whose close flushes the
+    file before that page's IFD exists: such flushes are refused (the file is incomplete; nothing is
+    stored), the close of the finished file stores it. Each page its own series: one stack."""
+    store, _ = imported
+    m = mount_store(str(store))
+    stack = np.random.default_rng(15).integers(0, 60000, (3, 40, 30)).astype("uint16")
+    with tifffile.TiffWriter(m.path / "tiff" / "exp" / "stack.tif") as tw:
+        for page in stack:
+            tw.write(page, photometric="minisblack", contiguous=False)
+    assert_everywhere(m, store, "stack", stack)
+    smaller = stack[:, :20] + 1  # the same way over the existing dataset: it shrinks
+    with tifffile.TiffWriter(m.path / "tiff" / "exp" / "stack.tif") as tw:
+        for page in smaller:
+            tw.write(page, photometric="minisblack", contiguous=False)
+    assert_everywhere(m, store, "stack", smaller)
+    lines = refusal_lines(m, "tiff/exp/stack.tif")
+    assert lines and all("incomplete" in ln for ln in lines), lines
+
+
 # -- existing datasets ------------------------------------------------------------------------
 def test_rewriting_an_existing_file_replaces_the_data(mount_store, imported):
     store, want = imported

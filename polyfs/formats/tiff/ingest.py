@@ -54,6 +54,7 @@ from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import ByteSource, ChunkBytes, DocumentChanges, SourceReader, WrittenFile
 from .image import EXTENSION
 from .segments import SegmentCache, Segments
+from .structs import flavor, read_header
 from .source import SeriesLayout, TiffImporter, geometry, image_attributes
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,33 @@ def _reading(where: str) -> Iterator[None]:
         tiff_log.setLevel(level)
 
 
+def check_chain(src: ByteSource, where: str, limit: int = 1 << 22) -> None:
+    """Every IFD of the chain lies inside the file and has entries. A file still being written
+    has an empty one where its next IFD will be (tifffile writes pixels through a duplicated
+    descriptor whose close flushes the file before that IFD is written; libtiff writes IFDs
+    last): such a file is refused, never taken for a smaller image."""
+    size = src.size()
+    endian, big, pos = read_header(src.read(0, 16))
+    fl = flavor(endian, big)
+    seen: set[int] = set()
+    while pos:
+        if pos in seen or len(seen) >= limit:
+            raise InvalidInput(f"{where}: the IFD chain loops at offset {pos}")
+        seen.add(pos)
+        if pos < fl.header.size or pos + fl.count.size > size:
+            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} lies outside the file ({size} bytes): "
+                               f"truncated file or bogus offset")
+        n = fl.count.unpack(src.read(pos, fl.count.size))["n"]
+        if n == 0:
+            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} is empty: the file is incomplete "
+                               f"(still being written) or corrupt")
+        at = pos + fl.count.size + n * fl.entry.size
+        if at + fl.next.size > size:
+            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} runs past the end of the file "
+                               f"({size} bytes): truncated file")
+        pos = fl.next.unpack(src.read(at, fl.next.size))["next"]
+
+
 def _open(src: ByteSource):
     import tifffile
 
@@ -117,12 +145,32 @@ def _one_series(tif, where: str):
     if not series:
         raise InvalidInput(f"{where}: the file holds no image")
     if len(series) > 1:
-        raise UnsupportedType(f"{where}: the file holds {len(series)} images of different shapes; "
-                              f"a file of this view is one dataset")
+        first = series[0]
+        if any(tuple(x.shape) != tuple(first.shape) or np.dtype(x.dtype) != np.dtype(first.dtype)
+               for x in series[1:]):
+            raise UnsupportedType(f"{where}: the file holds {len(series)} images of different shapes or types; "
+                                  f"a file of this view is one dataset")
+        series = [_Stack(series)]  # pages written one by one (tifffile.TiffWriter.write per page)
     s = series[0]
     if any(int(d) <= 0 for d in s.shape) or any(int(d) <= 0 for d in s.keyframe.shaped):
         raise InvalidInput(f"{where}: the image has no pixels (no ImageWidth/ImageLength, or an empty IFD)")
     return s
+
+
+class _Stack:
+    """Several series of one shape and type (each page written as its own image) as one series
+    stacked along a new first dimension (what tifffile shows of the view's own stacks)."""
+
+    def __init__(self, series: list) -> None:
+        first = series[0]
+        self.pages = [p for x in series for p in x.pages]
+        self.keyframe = first.keyframe
+        self.shape = (len(series), *first.shape)
+        axes = str(first.axes or "")
+        self.axes = "I" + axes if axes and "I" not in axes else ""
+        self.dtype = first.dtype
+        self.name = first.name
+        self.levels: list = []
 
 
 class _Verifying(ObjectsWriter):
@@ -174,6 +222,7 @@ class TiffIngester:
         parent: Group = t.obj
         existing = self._existing(t, parent, name, where)
         with _reading(where):
+            check_chain(src, where)
             with _open(src) as tif:
                 if existing is None:
                     return self._new(t, parent, name, tif, src, where)
