@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,28 +83,48 @@ class _Base:
         return self._base.read(off, n)
 
 
+class _Quiet(logging.Filter):
+    """Drops tifffile's warnings in threads reading a written file: the refusal is the one line
+    that names the file."""
+
+    local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "on", False)
+
+
+logging.getLogger("tifffile").addFilter(_Quiet())
+
+
+def _named(exc: PolyfsError, text: str) -> PolyfsError:
+    """``exc``'s kind (so its errno) with another message."""
+    try:
+        return type(exc)(text)
+    except TypeError:  # kinds whose constructors take more (SourceError, UnknownFilter)
+        return (UnsupportedType if isinstance(exc, UnsupportedType) else InvalidInput)(text)
+
+
 @contextmanager
 def _reading(where: str) -> Iterator[None]:
     """Whatever tifffile or a codec raises while reading a written file: InvalidInput naming it.
     polyfs's own errors keep their kind (and get the file's name)."""
-    tiff_log = logging.getLogger("tifffile")
-    level = tiff_log.level
-    tiff_log.setLevel(logging.CRITICAL)  # the refusal is the one line that names the file
+    was = getattr(_Quiet.local, "on", False)
+    _Quiet.local.on = True
     try:
         yield
     except PolyfsError as exc:
         text = " ".join(str(exc).split())
         if where in text:
             raise
-        raise type(exc)(f"{where}: {text}") from None
+        raise _named(exc, f"{where}: {text}") from None
     except MemoryError:
         raise InvalidInput(f"{where}: not a readable TIFF file (its tags ask for more memory than there is)") \
             from None
-    except Exception as exc:  # tifffile and imagecodecs raise many kinds for broken files
+    except Exception as exc:  # noqa: BLE001 - tifffile and imagecodecs raise many kinds for broken files
         text = " ".join(str(exc).split())
         raise InvalidInput(f"{where}: not a readable TIFF file ({type(exc).__name__}: {text})") from None
     finally:
-        tiff_log.setLevel(level)
+        _Quiet.local.on = was
 
 
 def check_chain(src: ByteSource, where: str, limit: int = 1 << 22) -> None:
@@ -339,7 +360,7 @@ class TiffIngester:
                 try:
                     return to_stored(ds, pipe, Incoming(img.dtype, tuple(img.filters)), data)
                 except PolyfsError as exc:
-                    raise type(exc)(f"{where}: page {n} segment {t_}: {exc}") from None
+                    raise _named(exc, f"{where}: page {n} segment {t_}: {exc}") from None
         region = chunk_region(ds, coords)
         block = img.read(src, region, where)
         return _encode(ds, pipe, block)
