@@ -153,6 +153,16 @@ def test_lookup3_is_libhdf5s_metadata_checksum(tmp_path):
         assert v2_header(buf, addr)[2]
 
 
+def test_lookup3_many_is_lookup3():
+    """The lockstep version (headers checksummed together) against the one-buffer one: every
+    tail length, empty buffers, and long ones that finish alone."""
+    rng = np.random.default_rng(3)
+    sizes = [0, 1, 11, 12, 13, 23, 24, 25, 36, 300, 4001, 40_000] * 5 + list(rng.integers(0, 700, 100))
+    buffers = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in sizes]
+    assert structs.lookup3_many(buffers) == [structs.lookup3(b) for b in buffers]
+    assert structs.lookup3_many(buffers[:3]) == [structs.lookup3(b) for b in buffers[:3]]
+
+
 def test_object_headers_carry_attribute_creation_orders(h5_case):
     src, view, model, want = h5_case
     buf = view.read_bytes()

@@ -18,7 +18,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 import numpy as np
 
 from ...vfile import Literal, Segment, Zeros
-from .structs import UNDEF, lookup3, pad8
+from .structs import UNDEF, lookup3, lookup3_many, pad8
 
 AddrKey = Hashable
 Resolve = Callable[[AddrKey], int]
@@ -89,6 +89,13 @@ class Blob:
         return base
 
     def render(self, resolve: Resolve) -> bytes:
+        out = self.fill(resolve)
+        for start, end in self.sums:  # in order: an outer checksum covers the inner ones
+            _I.pack_into(out, end, lookup3(memoryview(out)[start:end]))
+        return bytes(out)
+
+    def fill(self, resolve: Resolve) -> bytearray:
+        """The bytes with every address in, checksum slots still zero."""
         out = bytearray(self.buf)
         for pos, key, addend in self.slots:
             _Q.pack_into(out, pos, resolve(key) + addend)
@@ -100,9 +107,7 @@ class Blob:
                 if addends is not None:
                     vals = vals + addends.astype(np.uint64)
                 view[offsets[:, None] + np.arange(8)] = vals.astype("<u8").view(np.uint8).reshape(-1, 8)
-        for start, end in self.sums:  # in order: an outer checksum covers the inner ones
-            _I.pack_into(out, end, lookup3(memoryview(out)[start:end]))
-        return bytes(out)
+        return out
 
 
 @dataclass
@@ -113,11 +118,12 @@ class Block:
     size: int
     render: Callable[[Resolve], bytes | Sequence[Segment]]
     metadata: bool = True
+    blob: Blob | None = None  # what ``render`` renders, when it is a blob (checksums in bulk)
 
 
 def blob_block(key: AddrKey, blob: Blob) -> Block:
     blob.align(8)
-    return Block(key, len(blob), blob.render)
+    return Block(key, len(blob), blob.render, blob=blob)
 
 
 @dataclass
@@ -163,8 +169,22 @@ class FilePlan:
                 end = self._addr[b.key] + b.size
         return end
 
+    def checksummed(self) -> dict[AddrKey, bytes]:
+        """Blob blocks holding one checksum (object headers), rendered together: their
+        lookup3 checksums in one pass over all of them (:func:`lookup3_many`)."""
+        blocks = [b for b in self.blocks if b.blob is not None and len(b.blob.sums) == 1]
+        filled = [b.blob.fill(self.address) for b in blocks]  # type: ignore[union-attr]
+        spans = [b.blob.sums[0] for b in blocks]  # type: ignore[union-attr]
+        sums = lookup3_many([memoryview(buf)[s:e] for buf, (s, e) in zip(filled, spans)])
+        out = {}
+        for b, buf, (_, end), value in zip(blocks, filled, spans, sums):
+            _I.pack_into(buf, end, value)
+            out[b.key] = bytes(buf)
+        return out
+
     def render(self) -> list[Segment]:
         """The file's segments after the user block (adjacent bytes merged)."""
+        ready = self.checksummed()
         segs: list[Segment] = []
         pending: list[bytes] = []
         pos = 0
@@ -178,7 +198,7 @@ class FilePlan:
             at = self._addr[b.key]
             if at > pos:
                 pending.append(bytes(at - pos))
-            out = b.render(self.address)
+            out = ready.pop(b.key) if b.key in ready else b.render(self.address)
             if isinstance(out, (bytes, bytearray)):
                 if len(out) != b.size:
                     raise AssertionError(f"block {b.key!r} rendered {len(out)} bytes, planned {b.size}")

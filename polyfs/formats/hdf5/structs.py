@@ -18,6 +18,7 @@ bytes, so files past 4 GiB need nothing special.
 from __future__ import annotations
 
 import struct
+from typing import Sequence
 
 import numpy as np
 
@@ -329,9 +330,60 @@ def lookup3(data: bytes | bytearray | memoryview, initval: int = 0) -> int:
         return c
     tail = -n % 12
     words = struct.unpack(f"<{(n + tail) // 4}I", bytes(data) + bytes(tail))
-    last = len(words) - 3  # the final 1..12 bytes, zero padded (their zeros add nothing)
+    blocks = len(words) // 3  # the last one holds the final 1..12 bytes, zero padded (zeros add nothing)
+    a, b, c = _mix_blocks(words, 0, blocks - 1, a, b, c)
+    return _final(words[-3] + a, words[-2] + b, words[-1] + c)
+
+
+def lookup3_many(buffers: Sequence[bytes | bytearray | memoryview]) -> list[int]:
+    """:func:`lookup3` of many buffers at once. One buffer's rounds depend on each other,
+    different buffers' do not: their rounds run in lockstep on numpy arrays (longest
+    first), and the few long ones left when most are done finish in Python."""
+    n = len(buffers)
+    if n < _LOCKSTEP:
+        return [lookup3(x) for x in buffers]
+    lengths = np.fromiter((len(x) for x in buffers), np.int64, n)
+    blocks = np.maximum(1, (lengths + 11) // 12)
+    words = np.frombuffer(b"".join(bytes(x) + bytes(12 * int(k) - len(x)) for x, k in zip(buffers, blocks)),
+                          "<u4").astype(np.uint32)
+    starts = np.concatenate(([0], np.cumsum(blocks[:-1] * 3)))
+    order = np.argsort(-blocks, kind="stable")
+    rounds, starts = blocks[order] - 1, starts[order]  # full rounds per buffer, descending
+    a = ((0xDEADBEEF + lengths[order]) & _M32).astype(np.uint32)
+    b, c = a.copy(), a.copy()
+    r = 0
+    while (k := int(np.count_nonzero(rounds > r))) >= _LOCKSTEP:
+        at = starts[:k] + 3 * r
+        av, bv, cv = a[:k], b[:k], c[:k]  # views: the updates land in a, b, c
+        av += words[at]
+        bv += words[at + 1]
+        cv += words[at + 2]
+        for x, y, z, shift in ((av, bv, cv, 4), (bv, cv, av, 6), (cv, av, bv, 8),
+                               (av, bv, cv, 16), (bv, cv, av, 19), (cv, av, bv, 4)):  # mix(), in place
+            x -= z
+            x ^= (z << shift) | (z >> (32 - shift))
+            z += y
+        r += 1
+    for j in range(k):  # the long ones, in Python from where the lockstep left them
+        state = _mix_blocks(words[starts[j]:starts[j] + 3 * int(rounds[j])].tolist(), r, int(rounds[j]),
+                            int(a[j]), int(b[j]), int(c[j]))
+        a[j], b[j], c[j] = state
+    last = starts + 3 * rounds
+    done = [_final(int(x), int(y), int(z)) for x, y, z in
+            zip(a + words[last], b + words[last + 1], c + words[last + 2])]
+    out = [0] * n
+    for j, i in enumerate(order.tolist()):
+        out[i] = done[j] if lengths[i] else int(a[j])  # empty: the initial value, no final mix
+    return out
+
+
+_LOCKSTEP = 16  # below this many buffers in a round, numpy's per-call cost beats its width
+
+
+def _mix_blocks(words: Sequence[int], first: int, stop: int, a: int, b: int, c: int) -> tuple[int, int, int]:
+    """lookup3's mix() over 12-byte blocks ``first`` to ``stop - 1`` of ``words``."""
     m = _M32
-    for i in range(0, last, 3):  # mix(), rotations written out: this loop is the cost
+    for i in range(3 * first, 3 * stop, 3):  # rotations written out: this loop is the cost
         a = (a + words[i]) & m
         b = (b + words[i + 1]) & m
         c = (c + words[i + 2]) & m
@@ -347,9 +399,12 @@ def lookup3(data: bytes | bytearray | memoryview, initval: int = 0) -> int:
         a = (a + c) & m
         c = ((c - b) & m) ^ (((b << 4) | (b >> 28)) & m)
         b = (b + a) & m
-    a = (a + words[last]) & _M32
-    b = (b + words[last + 1]) & _M32
-    c = (c + words[last + 2]) & _M32
+    return a, b, c
+
+
+def _final(a: int, b: int, c: int) -> int:
+    """lookup3's final() after the last block's words were added; returns c."""
+    a, b, c = a & _M32, b & _M32, c & _M32
     c = ((c ^ b) - _rot(b, 14)) & _M32
     a = ((a ^ c) - _rot(c, 11)) & _M32
     b = ((b ^ a) - _rot(a, 25)) & _M32
