@@ -285,3 +285,23 @@ def test_links_made_within_one_clock_step_keep_their_order(tmp_path):
     view = materialize(hdf5.domain_node(model, ctx, "fast.h5"), tmp_path / "fast.h5", reader)
     with h5py.File(view, "r") as f:
         assert list(f["g"]) == names and list(f["g"].attrs) == names[:20]
+
+
+def test_more_attributes_than_a_creation_order_can_number(tmp_path):
+    """An object with 65536 attributes (HDF5's creation order is 16 bits): all are shown,
+    without order (HDF5 lists them by name); its neighbours keep theirs."""
+    store = open_store(str(tmp_path / "store"), create=True)
+    n = structs.MAX_CREATION_INDEX + 1
+    with DomainWriter(Catalog(store), "/many.h5") as w:
+        g = w.add_group(w.root, "g")
+        for i in range(n):
+            w.set_attr(g, f"a{n - i:06d}", T.IntType(1, True), Shape("scalar"), i % 100)
+        w.set_attr(w.root, "z", T.IntType(1, True), Shape("scalar"), 1)
+        w.set_attr(w.root, "a", T.IntType(1, True), Shape("scalar"), 2)
+    ctx, reader = make_ctx(store)
+    view = materialize(hdf5.domain_node(ctx.catalog.load("/many.h5"), ctx, "many.h5"), tmp_path / "many.h5", reader)
+    with h5py.File(view, "r") as f:
+        names = list(f["g"].attrs)
+        assert len(names) == n and names == sorted(names) and f["g"].attrs["a000001"] == (n - 1) % 100
+        assert f["g"].id.get_create_plist().get_attr_creation_order() == 0
+        assert list(f.attrs) == ["z", "a"]

@@ -28,10 +28,10 @@ from ...model import types as T
 from ...model.schema import Shape
 from .dtypes import encode_type, shared_type
 from .layout import AddrKey, Blob
-from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_INFO_ORDERED, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2,
+from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_INFO, ATTRIBUTE_INFO_ORDERED, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2,
                       FILL_SIZE, FILL_V2, FILTER_PIPELINE_V1, FILTER_V1, FLAG_CONSTANT, FLAG_DONT_SHARE, FLAG_SHARED,
                       GROUP_INFO, LAYOUT_V3_CHUNKED, LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_INFO_ORDERED,
-                      LINK_SOFT, LINK_V1, MAX_CREATION_INDEX, MAX_MESSAGE, MESSAGE_V2, MSG_ATTRIBUTE,
+                      LINK_SOFT, LINK_V1, MAX_CREATION_INDEX, MAX_MESSAGE, MESSAGE_V2, MESSAGE_V2_UNORDERED, MSG_ATTRIBUTE,
                       MSG_ATTRIBUTE_INFO, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL, MSG_FILTERS, MSG_GROUP_INFO,
                       MSG_LAYOUT, MSG_LINK, MSG_LINK_INFO, MSG_REFCOUNT, MSG_SYMBOL_TABLE, OBJECT_HEADER_V2,
                       OHDR_ATTR_ORDER_INDEXED, OHDR_ATTR_ORDER_TRACKED, REFCOUNT, SPACE_NULL, SPACE_SCALAR,
@@ -61,26 +61,30 @@ def object_header(messages: Sequence[Message], refcount: int) -> Blob:
     in creation order as they come, an attribute info message when there are any,
     a reference count message when more than one link leads here."""
     nattrs = sum(1 for m in messages if m.type == MSG_ATTRIBUTE)
-    if nattrs > MAX_CREATION_INDEX:
-        raise MessageTooLarge(f"{nattrs} attributes: an object holds at most {MAX_CREATION_INDEX}")
+    ordered = nattrs <= MAX_CREATION_INDEX  # past a 16-bit order: by name, as HDF5 lists untracked ones
     extra = []
     if refcount > 1:
         extra.append(Message(MSG_REFCOUNT, Blob(REFCOUNT.pack(refcount=refcount)), FLAG_DONT_SHARE))
     if nattrs:
-        extra.append(Message(MSG_ATTRIBUTE_INFO, Blob(ATTRIBUTE_INFO_ORDERED.pack(max_creation_index=nattrs)),
-                             FLAG_DONT_SHARE))
+        info = ATTRIBUTE_INFO_ORDERED.pack(max_creation_index=nattrs) if ordered else ATTRIBUTE_INFO.pack()
+        extra.append(Message(MSG_ATTRIBUTE_INFO, Blob(info), FLAG_DONT_SHARE))
     messages = [*extra, *messages]
-    total = sum(MESSAGE_V2.size + m.size for m in messages)
+    head = MESSAGE_V2 if ordered else MESSAGE_V2_UNORDERED
+    total = sum(head.size + m.size for m in messages)
     width = next(i for i, w in enumerate((1, 2, 4, 8)) if total < 1 << (8 * w))
-    out = Blob(OBJECT_HEADER_V2.pack(flags=width | OHDR_ATTR_ORDER_TRACKED | OHDR_ATTR_ORDER_INDEXED))
+    flags = width | (OHDR_ATTR_ORDER_TRACKED | OHDR_ATTR_ORDER_INDEXED if ordered else 0)
+    out = Blob(OBJECT_HEADER_V2.pack(flags=flags))
     out.write(total.to_bytes(1 << width, "little"))
     order = 0
     for m in messages:
         if m.size > MAX_MESSAGE:
             raise MessageTooLarge(f"a message of type {m.type:#x} needs {m.size} bytes (at most {MAX_MESSAGE})")
-        out.write(MESSAGE_V2.pack(type=m.type, size=m.size, flags=m.flags,
-                                  creation_order=order if m.type == MSG_ATTRIBUTE else 0))
-        order += m.type == MSG_ATTRIBUTE
+        if ordered:
+            out.write(MESSAGE_V2.pack(type=m.type, size=m.size, flags=m.flags,
+                                      creation_order=order if m.type == MSG_ATTRIBUTE else 0))
+            order += m.type == MSG_ATTRIBUTE
+        else:
+            out.write(MESSAGE_V2_UNORDERED.pack(type=m.type, size=m.size, flags=m.flags))
         out.extend(m.body)
     out.checksum(0)
     return out

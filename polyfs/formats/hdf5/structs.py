@@ -133,6 +133,7 @@ OBJECT_HEADER_V2 = Layout.of("object header v2 prefix", [
     ("flags", "B"),  # bits 0-1: width of the chunk 0 size; 2: attribute order tracked; 3: indexed
 ])
 OHDR_ATTR_ORDER_TRACKED, OHDR_ATTR_ORDER_INDEXED = 0x04, 0x08
+MESSAGE_V2_UNORDERED = Layout.of("object header v2 message", [("type", "B"), ("size", "H"), ("flags", "B")])
 MESSAGE_V2 = Layout.of("object header v2 message (attribute creation order tracked)", [
     ("type", "B"),
     ("size", "H"),  # of the data, unpadded
@@ -245,6 +246,12 @@ ATTRIBUTE_INFO_ORDERED = Layout.of("attribute info message, creation order track
     ("heap_address", "Q", UNDEF),  # compact storage: attributes are messages of the header
     ("name_btree_address", "Q", UNDEF),
     ("order_btree_address", "Q", UNDEF),
+])
+ATTRIBUTE_INFO = Layout.of("attribute info message, no creation order", [
+    ("version", "B", 0),
+    ("flags", "B", 0),
+    ("heap_address", "Q", UNDEF),
+    ("name_btree_address", "Q", UNDEF),
 ])
 REFCOUNT = Layout.of("object reference count message", [("version", "B", 0), ("refcount", "I")])
 

@@ -4,9 +4,9 @@ The file is synthesized from the model and the chunk sizes (render.py):
 superblock 0 at offset 0, version 2 object headers recording the creation
 order of attributes, link messages with creation orders (symbol-table groups
 past 1024 links), attributes of every type, committed types, fill values,
-the effective filter pipeline and
-a version 1 B-tree chunk index whose addresses point at the stored chunk
-objects laid out after all metadata (served zero-copy). HDF5 1.10, 1.14, 2.0,
+the effective filter pipeline and a version 1 B-tree chunk index whose
+addresses point at the stored chunk objects laid out after all metadata
+(served zero-copy). HDF5 1.10, 1.14, 2.0,
 pyfive, netCDF and GDAL read it. Opening never reads chunk data except for
 variable-length datasets, whose global heap is built from their chunks.
 """
