@@ -29,10 +29,13 @@ two, which polyfs follows so NWB tools read the view:
   link name when NAME is netCDF's "This is a netCDF dimension but not a
   netCDF variable" placeholder); without scales, xarray's
   ``_ARRAY_DIMENSIONS`` attribute does. The attributes themselves are kept
-  (references mapped as above).
+  (references mapped as above), except in the Zarr view of a netCDF-4
+  domain, which shows what netCDF shows (``formats/zarr/cf.py``).
 
 The Zarr v3 data type of each HDF5 type (what zarr-python 3.1 reads) is
-decided here too (:func:`zarr_type`), with its fill value encoding.
+decided here too (:func:`zarr_type`), with its fill value encoding; the
+``{r, i}`` compounds complex numbers are stored as are ``complex64`` /
+``complex128`` (the same bytes).
 """
 from __future__ import annotations
 
