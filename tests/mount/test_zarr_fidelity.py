@@ -205,3 +205,27 @@ def test_xarray_dataset_written_through_the_view_reads_back(mount_store, tmp_pat
     with h5py.File(m.path / "hdf5" / "xw.h5", "r") as f:
         np.testing.assert_array_equal(f["x"][()], ds["x"].values)
         np.testing.assert_array_equal(f["v"][()], ds["v"].values)
+
+
+def test_rewriting_a_netcdf_arrays_zarr_json_keeps_what_the_view_hides(mount_store, tmp_path):
+    """The view hides netCDF's own attributes; a tool rewriting ``zarr.json`` (as shown, plus a
+    new attribute) changes only that attribute: netCDF still finds its dimensions."""
+    src = make_netcdf4(tmp_path / "clim.nc")
+    root, mnt, domain = mounted_zarr(mount_store, tmp_path, src)
+    meta_path = root / "temp" / "zarr.json"
+    meta = json.loads(meta_path.read_bytes())
+    meta["attributes"]["comment"] = "added through Zarr"
+    meta_path.write_text(json.dumps(meta))
+    again = json.loads(meta_path.read_bytes())
+    assert again["attributes"] == meta["attributes"] and again["dimension_names"] == ["time", "lat", "lon"]
+    nc_file = mnt / "hdf5" / Path(domain).name
+    with netCDF4.Dataset(nc_file) as nc:
+        v = nc["temp"]
+        assert v.dimensions == ("time", "lat", "lon") and v.comment == "added through Zarr"
+        assert v.getncattr("_FillValue") == -999.0 and v.units == "K"
+    a = zarr.open_group(str(root), mode="r+")
+    a.attrs["extra"] = "group attribute"
+    with netCDF4.Dataset(nc_file) as nc:
+        assert nc.getncattr("extra") == "group attribute" and nc.title == "polyfs fidelity"
+    assert_same_dataset(xr.open_zarr(root, consolidated=False).drop_attrs(),
+                        xr.open_dataset(src).drop_attrs())
