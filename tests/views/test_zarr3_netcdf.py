@@ -66,3 +66,26 @@ def test_dimension_names_are_the_netcdf_dimensions(netcdf_view):
         assert g["temp"].attrs["units"] == "K" and g.attrs["title"] == "polyfs test"
         assert g["temp"].metadata.fill_value == -999.0
     assert checked == 7
+
+
+def test_xarray_reads_the_view_as_it_reads_the_file(netcdf_view):
+    """xarray's Zarr v3 reading of the view equals its netCDF reading of the file, for the root
+    and a subgroup; netCDF's own attributes and dimension-only scales are not shown."""
+    import json
+
+    import xarray as xr
+
+    src, dest = netcdf_view
+    for group in (None, "forecast"):
+        want = xr.open_dataset(src, group=group).load()
+        got = xr.open_zarr(dest, group=group, consolidated=False).load()
+        xr.testing.assert_identical(got, want)
+    assert not (dest / "nv").exists()
+    hidden = {"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
+              "_NCProperties"}
+    for meta in dest.rglob("zarr.json"):
+        assert not hidden & set(json.loads(meta.read_bytes())["attributes"]), meta
+    temp = json.loads((dest / "temp" / "zarr.json").read_bytes())
+    assert temp["attributes"]["_FillValue"] == "AAAAAAA4j8A="  # -999.0 as xarray spells it
+    # zlib=True means shuffle+deflate in netCDF-4: decoded, as tensorstore has no shuffle codec
+    assert [c["name"] for c in temp["codecs"][0]["configuration"]["codecs"]] == ["bytes"]

@@ -307,6 +307,37 @@ def test_hdmf_helpers():
     assert (zt.data_type, zt.endian, zt.inner) == ("int16", "big", (2, 3))
     assert hdmf.zarr_fill(hdmf.zarr_type(T.FloatType(4)), T.FloatType(4), "-Infinity") == "-Infinity"
     assert hdmf.zarr_fill(hdmf.zarr_type(T.BOOL), T.BOOL, None) is False
+    # complex numbers: h5py's {r, i} compound is Zarr complex (same bytes), else a struct
+    c8 = T.CompoundType((("r", T.FloatType(4, "<")), ("i", T.FloatType(4, "<"))))
+    c16be = T.CompoundType((("real", T.FloatType(8, ">")), ("imag", T.FloatType(8, ">"))))
+    assert (hdmf.zarr_type(c8).data_type, hdmf.zarr_type(c8).endian) == ("complex64", "little")
+    assert (hdmf.zarr_type(c16be).data_type, hdmf.zarr_type(c16be).endian) == ("complex128", "big")
+    assert hdmf.zarr_fill(hdmf.zarr_type(c8), c8, [1.5, "NaN"]) == [1.5, "NaN"]
+    assert hdmf.zarr_fill(hdmf.zarr_type(c8), c8, None) == [0.0, 0.0]
+    for t in (T.CompoundType((("r", T.FloatType(4)), ("i", T.FloatType(8)))),
+              T.CompoundType((("a", T.FloatType(4)), ("b", T.FloatType(4)))),
+              T.CompoundType((("r", T.IntType(4, True)), ("i", T.IntType(4, True))))):
+        assert isinstance(hdmf.zarr_type(t).data_type, dict), t  # structured
+
+
+def test_xarray_fill_value_spelling():
+    """``_FillValue`` as xarray's FillValueCoder decodes it, for each Zarr data type."""
+    import xarray.backends.zarr as xz
+
+    from polyfs.formats.zarr import cf
+    from polyfs.model import types as T
+    from polyfs.views import hdmf
+
+    cases = [(T.FloatType(4), [-999.0], "float32", -999.0), (T.FloatType(8), ["NaN"], "float64", float("nan")),
+             (T.IntType(2, True), [-1], "int16", -1), (T.IntType(1, False), 255, "uint8", 255),
+             (T.CompoundType((("r", T.FloatType(8)), ("i", T.FloatType(8)))), [{"r": 1.0, "i": -2.0}],
+              "complex128", complex(1, -2))]
+    for t, value, name, want in cases:
+        zt = hdmf.zarr_type(t)
+        assert zt.data_type == name
+        got = xz.FillValueCoder.decode(cf.fill_attribute(value, zt), name)
+        assert got == want or (np.isnan(want) and np.isnan(got)), name
+    assert cf.fill_attribute("not base64", hdmf.zarr_type(T.FloatType(4))) == "not base64"  # left as it is
 
 
 # -- shard shape rule and options ---------------------------------------------------------------
