@@ -7,7 +7,6 @@ error through a pipe before the parent exits.
 """
 from __future__ import annotations
 
-import ctypes
 import errno
 import logging
 import logging.handlers
@@ -20,6 +19,7 @@ import sys
 from typing import Callable
 
 from . import config as config_mod
+from . import memory
 from .errors import MountError, PolyfsError, one_line
 
 log = logging.getLogger("polyfs")
@@ -153,20 +153,6 @@ def fuse_options(cfg: config_mod.MountConfig) -> set[str]:
     return opts
 
 
-def tune_malloc() -> None:
-    """Keep the daemon's memory flat: glibc raises its mmap threshold each time a large block
-    is freed, after which write buffers and chunks come from heap arenas it rarely returns to
-    the system (RSS creeps up with every file written), and every worker thread gets an arena
-    of its own. A fixed threshold (which also disables the adjustment) and two arenas stop both."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc: nothing to tune
-        return
-    m_mmap_threshold, m_arena_max = -3, -8
-    libc.mallopt(m_mmap_threshold, 128 << 10)
-    libc.mallopt(m_arena_max, 2)
-
-
 def build_operations(cfg: config_mod.MountConfig, store=None):
     """The whole file system without the kernel: store, catalog, views, write side and
     the pyfuse3 operations over them (the daemon mounts this; tests await it directly)."""
@@ -199,7 +185,7 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
     import trio
 
     preflight(cfg)
-    tune_malloc()
+    memory.tune_malloc()
     ops = build_operations(cfg)
     try:
         pyfuse3.init(ops, cfg.mountpoint, fuse_options(cfg))

@@ -143,7 +143,7 @@ class ChunkRun(Segment):
 
     def plan(self, start: int, end: int, out: list) -> None:
         i = int(np.searchsorted(self.starts, start, side="right")) - 1
-        hl, tl = len(self.head), self.tail_len
+        hl = len(self.head)
         while start < end and i < len(self.sizes):
             base = int(self.starts[i])
             size = int(self.sizes[i])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import pyfuse3
 
+from .. import memory
 from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted
 from ..model.schema import Dataset
 from ..views.root import domain_leaf_paths
@@ -235,6 +236,7 @@ class WriteSide:
                 return
             del self.overlay.files[p.path]
         p.discard()
+        memory.trim()  # its pages are free: give them back
         self.fs.bump()
 
     def _ingest(self, pending: PendingFile, path: str | None = None, writer: int | None = None,
