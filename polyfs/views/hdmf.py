@@ -238,7 +238,7 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
     if rank == 0:
         return None
     if text_attr(ds, "CLASS") == "DIMENSION_SCALE":
-        return [scale_name(ds, path)] + [None] * (rank - 1) if rank == 1 else None
+        return [scale_name(ds, path)] if rank == 1 else netcdf_dimensions(model, ds, rank, paths)
     attr = ds.attributes.get("DIMENSION_LIST")
     if attr is None:
         return array_dimensions(ds, rank)
@@ -258,6 +258,33 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
                     break
         names.append(name)
     return names if any(n is not None for n in names) else None
+
+
+def netcdf_dimensions(model: DomainModel, ds: Dataset, rank: int,
+                      paths: Mapping[str, str]) -> list[str | None] | None:
+    """A multidimensional netCDF coordinate variable's dimensions (a scale, so HDF5 gives it no
+    DIMENSION_LIST): netCDF-4 lists their ids in ``_Netcdf4Coordinates``, each the
+    ``_Netcdf4Dimid`` of a dimension scale (ids are unique in the file)."""
+    attr = ds.attributes.get("_Netcdf4Coordinates")
+    if attr is None:
+        return None
+    try:
+        dimids = [int(x) for x in np.asarray(attribute_json(attr, {})).reshape(-1)]
+    except (PolyfsError, ValueError, TypeError):
+        return None
+    if len(dimids) != rank:
+        return None
+    names: dict[int, str] = {}
+    for oid, other in model.datasets.items():
+        dimid = other.attributes.get("_Netcdf4Dimid")
+        if dimid is None or oid not in paths or text_attr(other, "CLASS") != "DIMENSION_SCALE":
+            continue
+        try:
+            names[int(np.asarray(attribute_json(dimid, {})).reshape(-1)[0])] = scale_name(other, paths[oid])
+        except (PolyfsError, ValueError, TypeError, IndexError):
+            continue
+    got = [names.get(d) for d in dimids]
+    return got if all(n is not None for n in got) else None
 
 
 def array_dimensions(ds: Dataset, rank: int) -> list[str | None] | None:

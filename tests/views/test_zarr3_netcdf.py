@@ -89,3 +89,27 @@ def test_xarray_reads_the_view_as_it_reads_the_file(netcdf_view):
     assert temp["attributes"]["_FillValue"] == "AAAAAAA4j8A="  # -999.0 as xarray spells it
     # zlib=True means shuffle+deflate in netCDF-4: decoded, as tensorstore has no shuffle codec
     assert [c["name"] for c in temp["codecs"][0]["configuration"]["codecs"]] == ["bytes"]
+
+
+def test_multidimensional_coordinate_variable_gets_its_dimensions(tmp_path):
+    """A char coordinate variable ``station(station, nchar)`` is a dimension scale (no
+    DIMENSION_LIST): its dimensions come from ``_Netcdf4Coordinates`` / ``_Netcdf4Dimid``."""
+    import json
+
+    import netCDF4
+    import xarray as xr
+
+    src = tmp_path / "stations.nc"
+    with netCDF4.Dataset(src, "w") as nc:
+        nc.createDimension("station", 3)
+        nc.createDimension("nchar", 4)
+        nc.createDimension("t", 2)
+        nc.createVariable("station", "S1", ("station", "nchar"))[:] = \
+            netCDF4.stringtochar(np.array(["ab", "cd", "ef"], "S4"))
+        nc.createVariable("v", "f4", ("t", "station"))[:] = np.arange(6).reshape(2, 3)
+    store_url = str(tmp_path / "store")
+    domain = import_source(src, store_url, progress=False)
+    ctx, reader = make_ctx(open_store(store_url))
+    dest = materialize(zarr3.domain_node(ctx.catalog.load(domain), ctx, "s.zarr"), tmp_path / "s.zarr", reader)
+    assert json.loads((dest / "station" / "zarr.json").read_bytes())["dimension_names"] == ["station", "nchar"]
+    xr.testing.assert_identical(xr.open_zarr(dest, consolidated=False).load(), xr.open_dataset(src).load())
