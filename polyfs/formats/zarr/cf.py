@@ -27,6 +27,7 @@ import base64
 import struct
 from typing import Any
 
+from ...errors import UnsupportedType
 from ...model.schema import Dataset, Group
 from ...model.tree import DomainModel
 from ...views import hdmf
@@ -116,8 +117,8 @@ class Conventions:
         if isinstance(obj, Group):
             return self.group(attrs)
         try:
-            zt = hdmf.zarr_type(obj.type)
-        except Exception:  # not shown as an array: nothing to spell
+            zt: hdmf.ZarrType | None = hdmf.zarr_type(obj.type)
+        except UnsupportedType:  # not shown as an array: nothing to spell
             zt = None
         rank = obj.shape.rank if obj.shape.kind == "simple" else 0
         return self.array(attrs, zt, dims is not None and dims == hdmf.array_dimensions(obj, rank))
