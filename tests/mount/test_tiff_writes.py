@@ -200,8 +200,10 @@ def test_imagej_hyperstack_keeps_its_metadata(mount_store, imported):
     assert zarr.open_array(str(m.path / "zarr" / "exp.zarr" / "hyper"), mode="r").attrs["imagej_spacing"] == 1.5
 
 
-@pytest.mark.parametrize("tool", ["tiffcp", "gdal_translate"])
+@pytest.mark.parametrize("tool", ["tiffcp", "gdal_translate", "tiffcp-strips"])
 def test_new_tiff_by_libtiff_tools(mount_store, imported, tmp_path, tool):
+    strips = tool.endswith("-strips")
+    tool = tool.removesuffix("-strips")
     exe = shutil.which(tool)
     if exe is None:
         pytest.skip(f"{tool} is not installed")
@@ -213,7 +215,8 @@ def test_new_tiff_by_libtiff_tools(mount_store, imported, tmp_path, tool):
 
     def run(dst: Path) -> None:
         if tool == "tiffcp":
-            cmd = [exe, "-c", "zip", "-t", "-w", "64", "-l", "64", str(src), str(dst)]
+            layout = ["-r", "16"] if strips else ["-t", "-w", "64", "-l", "64"]
+            cmd = [exe, "-c", "zip", *layout, str(src), str(dst)]
         else:
             cmd = [exe, "-q", "-of", "GTiff", "-co", "TILED=YES", "-co", "COMPRESS=DEFLATE", "-co", "BLOCKXSIZE=128",
                    "-co", "BLOCKYSIZE=64", str(src), str(dst)]
@@ -222,6 +225,13 @@ def test_new_tiff_by_libtiff_tools(mount_store, imported, tmp_path, tool):
 
     run(m.path / "tiff" / "exp" / "copied.tif")
     assert_everywhere(m, store, "copied", data)
+    if strips:  # small deflate strips: decoded and stored in the default encoding and chunk rule
+        from polyfs.importers.common import auto_chunks
+
+        cat, ds = model_dataset(store, "copied")
+        assert tuple(ds.chunks) == auto_chunks(data.shape, 2)
+        assert cat.pipeline(ds).ids == (1,) and ds.type.numpy().byteorder == ">"
+        return
     local = tmp_path / "local.tif"
     run(local)  # the same tool's output, locally: its tiles are the stored chunks
     tiles = tiles_of(local)
@@ -233,7 +243,15 @@ def test_new_tiff_by_libtiff_tools(mount_store, imported, tmp_path, tool):
     assert len(stored) == len(tiles)
     for (_, t), raw in tiles.items():
         assert stored[divmod(t, across)] == raw
-    assert "not stored" not in m.log_text()
+    # the same tool over an existing dataset's file: its data replaced (a smaller extent)
+    _, zs = model_dataset(store, "zs")
+    smaller = np.random.default_rng(10).integers(0, 60000, (60, 90)).astype("uint16")
+    tifffile.imwrite(src, smaller)
+    run(m.path / "tiff" / "exp" / "zs.tif")
+    assert_everywhere(m, store, "zs", smaller)
+    _, after = model_dataset(store, "zs")
+    assert after.id == zs.id and after.chunks == zs.chunks and after.filters == zs.filters
+    assert "not stored" not in m.log_text() and "refused" not in m.log_text()
 
 
 def test_pages_written_one_by_one(mount_store, imported):
