@@ -70,10 +70,17 @@ def domain(tmp_path: Path):
     src = tmp_path / "exp.h5"
     rng = np.random.default_rng(3)
     want = {"gz": rng.random((3, 64, 64)).astype("float32"),
-            "deep": rng.integers(0, 255, (4, 48, 48)).astype("uint8")}
+            "deep": rng.integers(0, 255, (4, 48, 48)).astype("uint8"),
+            "odd": rng.integers(-999, 999, (2, 40, 40)).astype("int16")}
     with h5py.File(src, "w") as f:
         f.create_dataset("gz", data=want["gz"], chunks=(1, 32, 32), compression="gzip")
         f.create_dataset("deep", data=want["deep"], chunks=(2, 16, 16), compression="gzip")
+        f.create_dataset("odd", data=want["odd"], chunks=(1, 20, 20), compression="gzip")
+        sparse = f.create_dataset("sparse", shape=(64, 64), dtype="uint16", chunks=(32, 32), compression="gzip",
+                                  fillvalue=5)
+        sparse[0:32, 0:32] = 9  # three of four chunks never written
+    want["sparse"] = np.full((64, 64), 5, "uint16")
+    want["sparse"][0:32, 0:32] = 9
     store = tmp_path / "store"
     import_source(src, str(store), progress=False)
     ctx, reader = make_ctx(open_store(str(store)))
@@ -106,13 +113,22 @@ def _overlaps(reads: list[tuple[int, int]], span: tuple[int, int]) -> bool:
     return any(o < hi and lo < o + n for o, n in reads)
 
 
-@pytest.mark.parametrize("name,page,tile,chunk", [("gz", 1, 2, (1, 1, 0)), ("deep", 3, 4, (1, 1, 1))])
-def test_untouched_tiles_are_never_read(domain, name, page, tile, chunk):
+@pytest.mark.parametrize("name,page,tile,tshape,chunks", [
+    ("gz", 1, 2, (32, 32), [(1, 1, 0)]),  # deflate, zero-copy: the tile is the chunk
+    ("deep", 3, 4, (16, 16), [(1, 1, 1)]),  # transcoded: plane 1 of a 2-plane chunk
+    ("odd", 1, 0, (48, 48), [(1, 0, 0), (1, 0, 1), (1, 1, 0), (1, 1, 1)]),  # one tile over 4 chunks, padded
+    ("sparse", 0, 3, (32, 32), [(1, 1)]),  # a missing chunk (its tile was the shared fill tile) written
+])
+def test_untouched_tiles_are_never_read(domain, name, page, tile, tshape, chunks):
     ctx, reader, want = domain
     model = ctx.catalog.load("/exp.h5")
     ds = model.resolve(f"/{name}")
     view = read_node(domain_node(model, ctx, "exp").entries()[f"{name}.tif"], reader)
-    ty, tx = (32, 32) if name == "gz" else (16, 16)
+    ty, tx = tshape
+    with tifffile.TiffFile(io.BytesIO(view)) as tif:
+        assert tif.pages[page].tile == tshape
+        if name == "sparse":  # the missing chunks' tiles all point at one fill tile
+            assert len(set(tif.pages[0].dataoffsets)) == 2
     dtype = want[name].dtype
     new = (np.arange(ty * tx) % 200).astype(dtype).reshape(ty, tx)
     written = _Written(view, _rewrite_tile(view, page, tile, new.tobytes()))
@@ -120,7 +136,7 @@ def test_untouched_tiles_are_never_read(domain, name, page, tile, chunk):
     changes = make_ingester(ctx).document_changes(t, written, f"tiff/exp/{name}.tif")
     assert not changes.objects and not changes.deletes and changes.created is None
     puts = changes.puts[ds.id]
-    assert [c for c, _ in puts] == [chunk]
+    assert [c for c, _ in puts] == chunks
     stored = {c: fetch() for c, fetch in puts}  # what the commit would store
     old = _tiles(view)
     now = _tiles(written.now.data)
@@ -132,12 +148,14 @@ def test_untouched_tiles_are_never_read(domain, name, page, tile, chunk):
         assert not _overlaps(written.base.reads, span), key  # nor from the view's file
     assert _overlaps(written.now.reads, now[(page, tile)])  # the changed tile was read
     pipe = ctx.catalog.pipeline(ds)
-    block = np.frombuffer(pipe.decode(stored[chunk], ds.chunk_nbytes), dtype=ds.type.numpy()).reshape(ds.chunks)
     expect = want[name].copy()
     r, c = divmod(tile, -(-want[name].shape[-1] // tx))
-    expect[page, r * ty:(r + 1) * ty, c * tx:(c + 1) * tx] = new
-    region = tuple(slice(i * k, (i + 1) * k) for i, k in zip(chunk, ds.chunks))
-    np.testing.assert_array_equal(block, expect[region])
+    plane = (expect[page] if expect.ndim == 3 else expect)[r * ty:(r + 1) * ty, c * tx:(c + 1) * tx]
+    plane[...] = new[:plane.shape[0], :plane.shape[1]]
+    for coords, data in stored.items():
+        block = np.frombuffer(pipe.decode(data, ds.chunk_nbytes), dtype=ds.type.numpy()).reshape(ds.chunks)
+        region = tuple(slice(i * k, (i + 1) * k) for i, k in zip(coords, ds.chunks))
+        np.testing.assert_array_equal(block, expect[region])
 
 
 def test_a_file_rewritten_unchanged_changes_nothing(domain):
