@@ -35,15 +35,23 @@ import itertools
 import logging
 import math
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from ...codecs.pipeline import Pipeline
-from ...errors import CodecError, InvalidInput, NotFound, NotPermitted, PolyfsError, UnsupportedType
+from ...errors import (
+    CodecError,
+    InvalidInput,
+    NotFound,
+    NotPermitted,
+    PolyfsError,
+    UnsupportedType,
+)
 from ...importers.common import ImportOptions, Progress, chunk_region, parse_codec
 from ...model import types as T
 from ...model import values
@@ -52,11 +60,17 @@ from ...model.schema import Attribute, Dataset, Group, Link, now
 from ...model.writer import ObjectsWriter
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
-from ...writes.protocol import ByteSource, ChunkBytes, DocumentChanges, SourceReader, WrittenFile
+from ...writes.protocol import (
+    ByteSource,
+    ChunkBytes,
+    DocumentChanges,
+    SourceReader,
+    WrittenFile,
+)
 from .image import EXTENSION
 from .segments import SegmentCache, Segments
-from .structs import flavor, read_header
 from .source import SeriesLayout, TiffImporter, geometry, image_attributes
+from .structs import flavor, read_header
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +218,7 @@ class _Verifying(ObjectsWriter):
             raw = p.decode(stored, ds.chunk_nbytes) if not p.is_identity else stored
         except CodecError:
             raise
-        except Exception as exc:  # zlib.error, zstd errors
+        except Exception as exc:  # noqa: BLE001 - zlib.error, zstd errors
             raise CodecError(f"chunk {list(coords)} does not decode: {exc}") from None
         if len(raw) != ds.chunk_nbytes:
             raise CodecError(f"chunk {list(coords)} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")
@@ -506,7 +520,7 @@ def _check_segment(ds: Dataset, img: Segments, src: ByteSource, n: int, t: int, 
     inc = Incoming(img.dtype, tuple(img.filters))
     try:
         raw = inc.pipeline().decode(data, ds.chunk_nbytes) if img.filters else data
-    except Exception as exc:  # zlib.error, zstd errors, CodecError
+    except Exception as exc:  # noqa: BLE001 - zlib.error, zstd errors, CodecError
         raise CodecError(f"{where}: page {n} segment {t} does not decode ({' '.join(str(exc).split())})") from None
     if len(raw) != ds.chunk_nbytes:
         raise InvalidInput(f"{where}: page {n} segment {t} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")

@@ -12,8 +12,9 @@ import itertools
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ class Segments:
 
     @classmethod
     def of(cls, pages: list, key: Any, geo: Geometry, lead: tuple[int, ...], dtype: np.dtype,
-           where: str) -> "Segments":
+           where: str) -> Segments:
         nseg = math.prod(geo.grid)
         if any(len(p.dataoffsets) != nseg or len(p.databytecounts) != nseg for p in pages):
             raise UnsupportedType(f"{where}: pages are laid out differently (tiles or strips); "
@@ -174,7 +175,7 @@ class Segments:
             k = self.keys[n]
             arr, _, shape = k.decode(data, t, jpegtables=getattr(k, "jpegtables", None),
                                      jpegheader=getattr(k, "jpegheader", None), _fullsize=True)
-        except Exception as exc:  # imagecodecs and tifffile raise many kinds
+        except Exception as exc:  # noqa: BLE001 - imagecodecs and tifffile raise many kinds
             raise InvalidInput(f"{where}: page {n} segment {t} does not decode "
                                f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
         want = tuple(self.geo.chunk[1:])
@@ -192,7 +193,7 @@ class Segments:
                 sl = next(it)
                 ranges.append(range(sl.start // c, -(-sl.stop // c)))
             else:
-                ranges.append(range(0, 1))
+                ranges.append(range(1))
         leads = itertools.product(*(range(s.start, s.stop) for s in region[:nlead]))
         for lc in leads:
             n = int(np.ravel_multi_index(lc, self.lead)) if nlead else 0
@@ -201,7 +202,7 @@ class Segments:
 
     def read(self, src: ByteSource, region: tuple[slice, ...], where: str,
              only: set[tuple[int, int]] | None = None, out: np.ndarray | None = None,
-             cache: "SegmentCache | None" = None) -> np.ndarray:
+             cache: SegmentCache | None = None) -> np.ndarray:
         """The dataset region as the file has it (unwritten segments read as zeros); with
         ``only``, just those segments are painted over ``out``; ``cache`` keeps decoded
         segments for the next regions (a strip serves every chunk across the image)."""
@@ -227,7 +228,7 @@ class Segments:
         return out
 
     def _rows(self, src: ByteSource, out: np.ndarray, region: tuple[slice, ...], n: int, t: int,
-              where: str, zero_missing: bool, cache: "SegmentCache | None") -> None:
+              where: str, zero_missing: bool, cache: SegmentCache | None) -> None:
         """The rows of an uncompressed strip inside ``region``, read by range (whole rows: the
         chunks across the image that share them find them in ``cache``)."""
         local = [int(x) for x in np.unravel_index(t, self.geo.grid)]
