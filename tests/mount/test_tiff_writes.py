@@ -380,6 +380,44 @@ def test_tile_rewritten_in_place_changes_only_its_chunk(mount_store, imported):
     assert "not stored" not in m.log_text()
 
 
+def _libtiff():
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("tiff")
+    if name is None:
+        pytest.skip("libtiff is not installed")
+    lib = ctypes.CDLL(name)
+    lib.TIFFOpen.restype = ctypes.c_void_p
+    lib.TIFFOpen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.TIFFSetDirectory.argtypes = [ctypes.c_void_p, ctypes.c_uint16]
+    lib.TIFFWriteEncodedTile.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_ssize_t]
+    lib.TIFFWriteEncodedTile.restype = ctypes.c_ssize_t
+    lib.TIFFClose.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def test_libtiff_r_plus_rewrites_one_tile(mount_store, imported):
+    """libtiff itself (TIFFOpen "r+", TIFFWriteEncodedTile, TIFFClose: the tile compressed by
+    libtiff, the directory rewritten) changes exactly the chunk of that tile."""
+    lib = _libtiff()
+    store, want = imported
+    m = mount_store(str(store))
+    before = chunk_bytes(store, "gz")
+    tif = lib.TIFFOpen(str(m.path / "tiff" / "exp" / "gz.tif").encode(), b"r+")
+    assert tif
+    assert lib.TIFFSetDirectory(tif, 2) == 1
+    tile = np.full((32, 32), -2.5, "<f4")
+    assert lib.TIFFWriteEncodedTile(tif, 3, tile.ctypes.data, tile.nbytes) == tile.nbytes
+    lib.TIFFClose(tif)
+    want["gz"][2, 32:64, 32:64] = -2.5
+    after = chunk_bytes(store, "gz")
+    assert [c for c in after if after[c] != before[c]] == [(2, 1, 1)]
+    assert zlib.decompress(after[(2, 1, 1)]) == tile.tobytes()  # libtiff's deflate stream, stored as it is
+    assert_everywhere(m, store, "gz", want["gz"])
+    assert "refused" not in m.log_text()
+
+
 def test_unchanged_rewrite_in_place_stores_nothing(mount_store, imported):
     store, _ = imported
     m = mount_store(str(store))
