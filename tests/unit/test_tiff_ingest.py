@@ -213,3 +213,25 @@ def test_segment_regions_read_what_tifffile_reads(dtype, shape, kw):
         region = tuple(slice(0, 1) if i <= y else slice(0, d) for i, d in enumerate(lay.dims))
         np.testing.assert_array_equal(segs.read(src, region, "x.tif"), full[region])
         assert sum(n for _, n in src.reads) == segs.row_bytes > 0
+
+
+def test_short_uncompressed_strips_are_refused(tmp_path):
+    """An uncompressed strip whose byte count is short of its rows is an error (rows are read by
+    range, never padded): the importer names the file."""
+    import struct
+
+    from polyfs.errors import SourceError
+
+    buf = io.BytesIO()
+    tifffile.imwrite(buf, np.arange(40 * 30, dtype="uint16").reshape(40, 30), rowsperstrip=10)
+    data = bytearray(buf.getvalue())
+    with tifffile.TiffFile(io.BytesIO(bytes(data))) as tif:
+        tag = tif.pages[0].tags["StripByteCounts"]
+        at, count, fmt = tag.valueoffset, tag.count, "H" if tag.dtype == 3 else "I"
+        counts = list(tag.value)
+    counts[2] -= 60  # strip 2 loses its last row
+    struct.pack_into(f"<{count}{fmt}", data, at, *counts)
+    src = tmp_path / "short.tif"
+    src.write_bytes(bytes(data))
+    with pytest.raises(SourceError, match="strip 2 is 540 bytes"):
+        import_source(src, str(tmp_path / "store"), progress=False)

@@ -32,7 +32,7 @@ import numpy as np
 
 from ...codecs.registry import DEFLATE, ZSTD, Filter
 from ...codecs.sniff import sniff
-from ...errors import InvalidInput, SourceError
+from ...errors import InvalidInput, SourceError, UnsupportedType
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
@@ -291,8 +291,10 @@ class TiffImporter:
         try:
             segs = Segments.of(job["pages"], job["pages"][0].keyframe, job["geo"], job["lead"], job["np_dtype"],
                                str(self.path))
-        except InvalidInput:  # pages tiled or stripped unlike each other: a page at a time
+        except UnsupportedType:  # pages tiled or stripped unlike each other: a page at a time
             return _PageArrays(self, job), None, None
+        except InvalidInput as exc:  # short strips
+            raise SourceError(self.path, str(exc).removeprefix(f"{self.path}: ")) from None
         return segs, FileSource(tif.filehandle, self.size), SegmentCache()
 
     def _region(self, segs, region) -> np.ndarray:
