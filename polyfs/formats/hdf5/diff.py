@@ -35,9 +35,9 @@ from ...importers.common import ImportOptions, Progress, complex_as_pairs, parse
 from ...model import types as T
 from ...model import values
 from ...model.changes import ObjectChange
-from ...model.schema import Attribute, Dataset, Datatype, Group, Link, now
+from ...model.schema import Attribute, Dataset, Datatype, Group, Link
 from ...model.tree import DomainModel
-from ...model.writer import ObjectsWriter
+from ...model.writer import ObjectsWriter, stamp
 from ...vfile import ChunkRun
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import DocumentChanges, WrittenFile
@@ -90,7 +90,7 @@ class _AttrSink:
         self.attrs: dict[str, dict[str, Attribute]] = {}
 
     def set_attr(self, obj: Any, name: str, dtype: T.DType, shape: Any, value: Any) -> None:
-        self.attrs.setdefault(obj.id, {})[name] = Attribute(name, dtype, shape, value, now())
+        self.attrs.setdefault(obj.id, {})[name] = Attribute(name, dtype, shape, value, stamp())
 
 
 class DocumentDiff:
@@ -236,10 +236,10 @@ class DocumentDiff:
 
     def _link(self, lk: Any) -> Link:
         if lk.kind == "hard":
-            return Link(lk.name, "hard", id=self.imp.objects[lk.target].model.id, created=now())
+            return Link(lk.name, "hard", id=self.imp.objects[lk.target].model.id, created=stamp())
         if lk.kind == "soft":
-            return Link(lk.name, "soft", h5path=lk.target, created=now())
-        return Link(lk.name, "external", h5path=lk.target[1], domain=lk.target[0], created=now())
+            return Link(lk.name, "soft", h5path=lk.target, created=stamp())
+        return Link(lk.name, "external", h5path=lk.target[1], domain=lk.target[0], created=stamp())
 
     def _same_link(self, a: Any, b: Link) -> bool:
         if a.kind != b.kind:
