@@ -14,6 +14,7 @@ for an empty variable-length sequence (for HSDS's own data too).
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -81,6 +82,7 @@ def _serve(version: str, tmp_path_factory):
         pytest.skip(f"HSDS {version} is not installed ({binary})")
     import h5pyd
 
+    root_level = logging.getLogger().level  # h5pyd.File sets the root logger to ERROR: restored below
     base = tmp_path_factory.mktemp("hsds")
     (base / "root" / BUCKET).mkdir(parents=True)
     sock = base / "sock"
@@ -113,6 +115,7 @@ def _serve(version: str, tmp_path_factory):
                 pass
             proc.wait(timeout=10)
         out.close()
+        logging.getLogger().setLevel(root_level)  # later tests' caplog sees warnings again
 
 
 @pytest.fixture(scope="module")
