@@ -433,6 +433,16 @@ def test_unchanged_rewrite_in_place_stores_nothing(mount_store, imported):
     after = snapshot(store)
     changed = [k for k in after if before.get(k) != after[k]]
     assert not [k for k in changed if "/d/" in k and not k.endswith(".json")], changed
+    # a whole file written back as it was read (tiles in the stored encoding): no chunk is rewritten
+    raw = m.path / "tiff" / "exp" / "raw.tif"
+    data = tifffile.imread(raw)
+    with tifffile.TiffFile(raw) as tif:
+        assert tif.pages[0].compression == 1
+        order = tif.byteorder
+    stamps = {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file() and "/d/" in str(p)}
+    tifffile.imwrite(raw, data, tile=(16, 16), byteorder=order)
+    assert {p: p.stat().st_mtime_ns for p in stamps if p.exists()} == stamps
+    assert_everywhere(m, store, "raw", data)
 
 
 # -- bad input ------------------------------------------------------------------------------

@@ -422,12 +422,25 @@ class TiffIngester:
         fill = values.fill_array(ds.type, ds.fill_value, ())
         cache = SegmentCache()  # a strip or tile spanning several chunks is decoded once
 
-        def check(coords: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
-            """(coords, whether the chunk holds data); the chunk decoded, never kept."""
+        idx = self.catalog.chunk_index(ds)
+        same = whole and img.filters is not None and _same_bytes(img, target, pipe)
+
+        def stored(coords: tuple[int, ...]) -> int:
+            """The stored chunk's size (-1: none)."""
+            if not all(c < g for c, g in zip(coords, idx.grid)):
+                return -1
+            return idx.size_of(idx.linear_of(coords))
+
+        def check(coords: tuple[int, ...]) -> tuple[tuple[int, ...], bool | None]:
+            """(coords, whether the chunk holds data; None: the stored bytes already); the chunk
+            decoded, never kept."""
             if whole:
                 n, t_ = img.segment_of(coords)
-                if img.raw(src, n, t_, where) is None:
+                data = img.raw(src, n, t_, where)
+                if data is None:
                     return coords, False
+                if same and stored(coords) == len(data) and self.catalog.store.get(idx.key_of(coords)) == data:
+                    return coords, None  # the tile is the stored chunk (a file written back as read)
                 _check_segment(target, img, src, n, t_, where)
                 return coords, True
             block = img.read(src, chunk_region(target, coords), where, cache=cache)
@@ -435,17 +448,18 @@ class TiffIngester:
 
         grid = target.grid
         results = _each(check, itertools.product(*(range(g) for g in grid)))
-        idx = self.catalog.chunk_index(ds)
         out = DocumentChanges()
         puts: list[tuple[tuple[int, ...], ChunkBytes]] = []
         deletes: list[tuple[int, ...]] = []
         for coords, data in results:
+            if data is None:
+                continue
             if data:
                 if whole:
                     puts.append((coords, _bind(self._as_stored, target, pipe, img, src, coords, where)))
                 else:
                     puts.append((coords, _bind(self._whole_chunk, target, pipe, img, src, coords, where, cache)))
-            elif all(c < g for c, g in zip(coords, idx.grid)) and idx.size_of(idx.linear_of(coords)) >= 0:
+            elif stored(coords) >= 0:
                 deletes.append(coords)
         change = ObjectChange(ds.id, set_attributes=self._attributes(ds, tif, series, lay))
         if dims != have:
@@ -507,6 +521,12 @@ def _resized(ds: Dataset, dims: tuple[int, ...]) -> Dataset:
     out = copy.copy(ds)
     out.shape = Shape("simple", tuple(dims), ds.shape.maxdims)
     return out
+
+
+def _same_bytes(img: Segments, ds: Dataset, pipe: Pipeline) -> bool:
+    """Are the segments' bytes, as they are, what the dataset stores (same codec, byte order)?"""
+    return [f.id for f in img.filters or ()] == list(pipe.ids) and img.dtype.str == stored_dtype(ds).str \
+        and (not pipe.is_identity or not img.filters)
 
 
 def _check_segment(ds: Dataset, img: Segments, src: ByteSource, n: int, t: int, where: str) -> None:
