@@ -484,6 +484,19 @@ def test_bad_files_are_refused_and_leave_the_store_as_it_was(mount_store, import
             lines = refusal_lines(m, rel)
             assert len(lines) == seen + 1, (why, name, lines)
             time.sleep(0.3)
+    # fsync reports the refusal too (and the close after it has nothing left to refuse)
+    rel = "tiff/exp/synced.tif"
+    fd = os.open(m.path / rel, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, cases["bogus"])
+        with pytest.raises(OSError) as ei:
+            os.fsync(fd)
+        assert ei.value.errno == errno.EINVAL
+    finally:
+        os.close(fd)
+    assert snapshot(store) == before
+    assert len(refusal_lines(m, rel)) == 1, refusal_lines(m, rel)
+    time.sleep(0.3)
     # a broken tile written in place over the view's file
     path = m.path / "tiff" / "exp" / "gz.tif"
     with tifffile.TiffFile(path) as tif:
