@@ -304,7 +304,7 @@ class TiffIngester:
         base = getattr(src, "base", None)
         if base is None:
             return None
-        pages = list(tif.pages)
+        pages = _frames(tif)
         if not pages or any(not hasattr(p, "dataoffsets") for p in pages):
             return None
         key = pages[0]
@@ -319,7 +319,7 @@ class TiffIngester:
         try:
             with _open(_Base(base)) as old:
                 before = [(np.asarray(p.dataoffsets, np.int64), np.asarray(p.databytecounts, np.int64))
-                          for p in old.pages]
+                          for p in _frames(old)]
         except Exception:  # noqa: BLE001 - the view's own file: it parses, unless the model moved meanwhile
             return None
         img = Segments.of(pages, key, geo, lead, dtype, where)
@@ -498,6 +498,18 @@ class TiffIngester:
 
 
 # -- helpers ------------------------------------------------------------------------------
+def _frames(tif: Any) -> list:
+    """Every page, the first in full and the others as frames (their segments' offsets and byte
+    counts; their tags are the first page's): memory per page stays small."""
+    pages = tif.pages
+    pages.cache = False
+    pages.useframes = True
+    if not len(pages):
+        return []
+    pages.set_keyframe(0)
+    return list(pages)
+
+
 def _dtype(page: Any, tif: Any) -> np.dtype | None:
     try:
         return np.dtype(page.dtype).newbyteorder(tif.byteorder)
