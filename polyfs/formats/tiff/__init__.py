@@ -3,7 +3,8 @@
 Modules: structs.py (header, IFD entries, tag table), meta.py (ImageJ/OME
 metadata from attributes), image.py (one image's IFD chain), tiles.py
 (zero-copy and transcoded tiles), view.py (the view), source.py (the importer),
-segments.py (a TIFF's tiles or strips, read a region at a time), ingest.py
+segments.py (a TIFF's tiles or strips, read a region at a time), written.py
+(a written file checked and opened), ingest.py
 (a ``.tif`` written into the view: a new dataset, replaced data, rewritten tiles).
 """
 from ..base import Format

@@ -1,0 +1,177 @@
+"""Reading a TIFF written into the view: the file as tifffile sees it, checked first.
+
+A written file is read through :class:`~polyfs.writes.protocol.SourceReader`
+(unbuffered: no read-ahead into tiles the writer never touched), its IFD chain
+walked before tifffile parses it (a file still being written has an empty IFD
+where the next one will be), tifffile's own warnings silenced (the refusal is
+the one log line naming the file), and whatever a library raises becomes an
+InvalidInput naming the file.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ...errors import CodecError, InvalidInput, PolyfsError, UnsupportedType
+from ...model.schema import Dataset
+from ...model.writer import ObjectsWriter
+from ...writes.protocol import ByteSource, SourceReader
+from .structs import flavor, read_header
+
+
+class BaseSource:
+    """The view's file a writer opened (``PendingFile.base``) as a ByteSource."""
+
+    def __init__(self, base: Any) -> None:
+        self._base = base
+
+    def size(self) -> int:
+        return int(self._base.size)
+
+    def read(self, off: int, n: int) -> bytes:
+        return self._base.read(off, n)
+
+
+class _Quiet(logging.Filter):
+    """Drops tifffile's warnings in threads reading a written file: the refusal is the one line
+    that names the file."""
+
+    local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "on", False)
+
+
+logging.getLogger("tifffile").addFilter(_Quiet())
+
+
+def renamed(exc: PolyfsError, text: str) -> PolyfsError:
+    """``exc``'s kind (so its errno) with another message."""
+    try:
+        return type(exc)(text)
+    except TypeError:  # kinds whose constructors take more (SourceError, UnknownFilter)
+        return (UnsupportedType if isinstance(exc, UnsupportedType) else InvalidInput)(text)
+
+
+@contextmanager
+def reading(where: str) -> Iterator[None]:
+    """Whatever tifffile or a codec raises while reading a written file: InvalidInput naming it.
+    polyfs's own errors keep their kind (and get the file's name)."""
+    was = getattr(_Quiet.local, "on", False)
+    _Quiet.local.on = True
+    try:
+        yield
+    except PolyfsError as exc:
+        text = " ".join(str(exc).split())
+        if where in text:
+            raise
+        raise renamed(exc, f"{where}: {text}") from None
+    except MemoryError:
+        raise InvalidInput(f"{where}: not a readable TIFF file (its tags ask for more memory than there is)") \
+            from None
+    except Exception as exc:  # noqa: BLE001 - tifffile and imagecodecs raise many kinds for broken files
+        text = " ".join(str(exc).split())
+        raise InvalidInput(f"{where}: not a readable TIFF file ({type(exc).__name__}: {text})") from None
+    finally:
+        _Quiet.local.on = was
+
+
+def check_chain(src: ByteSource, where: str, limit: int = 1 << 22) -> None:
+    """Every IFD of the chain lies inside the file and has entries. A file still being written
+    has an empty one where its next IFD will be (tifffile writes pixels through a duplicated
+    descriptor whose close flushes the file before that IFD is written; libtiff writes IFDs
+    last): such a file is refused, never taken for a smaller image."""
+    size = src.size()
+    endian, big, pos = read_header(src.read(0, 16))
+    fl = flavor(endian, big)
+    seen: set[int] = set()
+    while pos:
+        if pos in seen or len(seen) >= limit:
+            raise InvalidInput(f"{where}: the IFD chain loops at offset {pos}")
+        seen.add(pos)
+        if pos < fl.header.size or pos + fl.count.size > size:
+            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} lies outside the file ({size} bytes): "
+                               f"truncated file or bogus offset")
+        n = fl.count.unpack(src.read(pos, fl.count.size))["n"]
+        if n == 0:
+            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} is empty: the file is incomplete "
+                               f"(still being written) or corrupt")
+        at = pos + fl.count.size + n * fl.entry.size
+        if at + fl.next.size > size:
+            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} runs past the end of the file "
+                               f"({size} bytes): truncated file")
+        pos = fl.next.unpack(src.read(at, fl.next.size))["next"]
+
+
+def open_tiff(src: ByteSource):
+    import tifffile
+
+    # unbuffered: a buffer would read ahead into tile data the writer never touched
+    return tifffile.TiffFile(SourceReader(src))  # type: ignore[arg-type]
+
+
+def one_series(tif, where: str):
+    series = [s for s in tif.series if s is not None and len(s.pages)]
+    if not series:
+        raise InvalidInput(f"{where}: the file holds no image")
+    if len(series) > 1:
+        first = series[0]
+        if any(tuple(x.shape) != tuple(first.shape) or np.dtype(x.dtype) != np.dtype(first.dtype)
+               for x in series[1:]):
+            raise UnsupportedType(f"{where}: the file holds {len(series)} images of different shapes or types; "
+                                  f"a file of this view is one dataset")
+        series = [_Stack(series)]  # pages written one by one (tifffile.TiffWriter.write per page)
+    s = series[0]
+    if any(int(d) <= 0 for d in s.shape) or any(int(d) <= 0 for d in s.keyframe.shaped):
+        raise InvalidInput(f"{where}: the image has no pixels (no ImageWidth/ImageLength, or an empty IFD)")
+    return s
+
+
+class _Stack:
+    """Several series of one shape and type (each page written as its own image) as one series
+    stacked along a new first dimension (what tifffile shows of the view's own stacks)."""
+
+    def __init__(self, series: list) -> None:
+        first = series[0]
+        self.pages = [p for x in series for p in x.pages]
+        self.keyframe = first.keyframe
+        self.shape = (len(series), *first.shape)
+        axes = str(first.axes or "")
+        self.axes = "I" + axes if axes and "I" not in axes else ""
+        self.dtype = first.dtype
+        self.name = first.name
+        self.levels: list = []
+
+
+class VerifyingWriter(ObjectsWriter):
+    """New objects whose chunks are proved to decode to a whole chunk before they are stored
+    (the importer copies table-codec tiles without decoding them)."""
+
+    def write_chunk(self, ds: Dataset, coords, stored: bytes, crc32: int | None = None) -> None:
+        p = self.pipeline(ds)
+        try:
+            raw = p.decode(stored, ds.chunk_nbytes) if not p.is_identity else stored
+        except CodecError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - zlib.error, zstd errors
+            raise CodecError(f"chunk {list(coords)} does not decode: {exc}") from None
+        if len(raw) != ds.chunk_nbytes:
+            raise CodecError(f"chunk {list(coords)} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")
+        super().write_chunk(ds, coords, stored, crc32)
+
+
+def frames(tif: Any) -> list:
+    """Every page, the first in full and the others as frames (their segments' offsets and byte
+    counts; their tags are the first page's): memory per page stays small."""
+    pages = tif.pages
+    pages.cache = False
+    pages.useframes = True
+    if not len(pages):
+        return []
+    pages.set_keyframe(0)
+    return list(pages)
