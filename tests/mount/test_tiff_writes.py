@@ -184,10 +184,11 @@ def test_imagej_hyperstack_keeps_its_metadata(mount_store, imported):
     store, _ = imported
     data = np.random.default_rng(8).integers(0, 4000, (2, 3, 2, 32, 24)).astype("uint16")  # TZCYX
     m = mount_store(str(store))
-    tifffile.imwrite(m.path / "tiff" / "exp" / "hyper.tif", data, imagej=True, resolution=(2.0, 4.0),
+    os.makedirs(m.path / "tiff" / "exp" / "a" / "b")  # new groups, two levels deep
+    tifffile.imwrite(m.path / "tiff" / "exp" / "a" / "b" / "hyper.tif", data, imagej=True, resolution=(2.0, 4.0),
                      metadata={"axes": "TZCYX", "spacing": 1.5, "unit": "um", "finterval": 0.25})
-    assert_everywhere(m, store, "hyper", data)
-    _, ds = model_dataset(store, "hyper")
+    assert_everywhere(m, store, "a/b/hyper", data)
+    _, ds = model_dataset(store, "a/b/hyper")
     a = {k: v.value for k, v in ds.attributes.items()}
     assert a["axes"] == "TZCYX"
     assert a["imagej_channels"] == 2 and a["imagej_slices"] == 3 and a["imagej_frames"] == 2
@@ -195,8 +196,9 @@ def test_imagej_hyperstack_keeps_its_metadata(mount_store, imported):
     assert a["imagej_spacing"] == 1.5 and a["imagej_unit"] == "um" and a["imagej_finterval"] == 0.25
     assert a["resolution"] == [2.0, 4.0]
     with h5py.File(m.path / "hdf5" / "exp.h5", "r") as f:  # attributes show in the other views
-        assert f["hyper"].attrs["imagej_unit"] == "um"
-    assert zarr.open_array(str(m.path / "zarr" / "exp.zarr" / "hyper"), mode="r").attrs["imagej_spacing"] == 1.5
+        assert f["a/b/hyper"].attrs["imagej_unit"] == "um"
+    z = zarr.open_array(str(m.path / "zarr" / "exp.zarr" / "a" / "b" / "hyper"), mode="r")
+    assert z.attrs["imagej_spacing"] == 1.5
 
 
 @pytest.mark.parametrize("tool", ["tiffcp", "gdal_translate", "tiffcp-strips"])
