@@ -207,6 +207,11 @@ class DocumentIngester(Protocol):
         and nothing is committed, when the store cannot hold what it says."""
         ...
 
+    def document_path(self, t: "Target") -> str | None:
+        """What ``rm`` of the document at ``t`` deletes: ``"/"`` (the whole domain), an object's
+        path (its dataset), or None when the path names nothing stored."""
+        ...
+
     def replaces_domain(self, t: "Target") -> bool:
         """Whether a document written from scratch at ``t`` is a whole domain (HDF5's file)."""
         ...

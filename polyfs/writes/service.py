@@ -208,9 +208,8 @@ class WriteService:
 
     def unlink(self, path: str) -> None:
         t = self.route(path)
-        if t.domain is not None and not t.rest and t.view.kind == "file":
-            self.editor.delete_domain(t.domain)  # a view of one file per domain: the file is the domain
-            self.router.domains.refresh(force=True)
+        if t.domain is not None and _is_document(self.ingester(t)):
+            self._unlink_document(t, self.ingester(t), path)  # type: ignore[arg-type]
             return
         if t.domain is None or not t.rest:
             raise NotPermitted(f"{path}: not a file of a domain")
@@ -226,6 +225,22 @@ class WriteService:
             idx = self.catalog.chunk_index(cf.ds)
             gone = [c for c in cf.members.values() if idx.size_of(idx.linear_of(c)) >= 0]
             self.editor.put_chunks(cf.domain, cf.ds, [], gone)
+
+    def _unlink_document(self, t: Target, ing: DocumentIngester, path: str) -> None:
+        """``rm`` of a document deletes what it stands for: a whole domain (HDF5's file) or one
+        dataset (a TIFF image)."""
+        assert t.domain is not None
+        h5path = ing.document_path(t)
+        if h5path is None:
+            raise NotFound(path)
+        if h5path == "/":
+            self.editor.delete_domain(t.domain)
+            self.router.domains.refresh(force=True)
+            return
+        obj = t.model.resolve(h5path) if t.model is not None else None
+        if obj is not None:
+            self._forget(obj.id)
+        self.editor.delete(t.domain, h5path)
 
     def _unlink_metadata(self, t: Target) -> None:
         """Without its metadata an array is no array: the dataset and its chunks go and an

@@ -563,3 +563,22 @@ def test_a_big_single_strip_image_streams(mount_store, imported, tmp_path):
         want = ((rows * 7 + np.arange(xs.start, xs.stop, dtype=np.uint32)[None, :]) % 65521).astype("uint16")
         np.testing.assert_array_equal(z[ys, xs], want)
     assert "not stored" not in m.log_text() and "refused" not in m.log_text()
+
+
+def test_rm_of_a_tiff_deletes_its_dataset(mount_store, imported):
+    """``rm tiff/<stem>/x.tif`` deletes dataset ``x`` (with its chunks) in every view; a name
+    that shows no dataset is ENOENT."""
+    store, _ = imported
+    m = mount_store(str(store))
+    from polyfs.model import keys
+
+    prefix = keys.dataset_prefix(model_dataset(store, "gz")[1].id)
+    assert any(k.startswith(prefix) for k in snapshot(store))
+    os.unlink(m.path / "tiff" / "exp" / "gz.tif")
+    assert "gz.tif" not in os.listdir(m.path / "tiff" / "exp")
+    assert "gz" not in zarr.open_group(str(m.path / "zarr" / "exp.zarr"), mode="r")
+    with h5py.File(m.path / "hdf5" / "exp.h5", "r") as f:
+        assert "gz" not in f and "zs" in f
+    assert not any(k.startswith(prefix) for k in snapshot(store)), "its chunks are deleted"
+    with pytest.raises(FileNotFoundError):
+        os.unlink(m.path / "tiff" / "exp" / "nothing.tif")

@@ -42,6 +42,9 @@ class Hdf5Ingester:
     def is_document(self, t: Any) -> bool:
         return t.rest == []
 
+    def document_path(self, t: Any) -> str | None:
+        return "/" if t.rest == [] else None  # the file is the domain
+
     def replaces_domain(self, t: Any) -> bool:
         """A file written from scratch here is a whole domain."""
         return t.rest == []

@@ -108,6 +108,16 @@ class TiffIngester:
         name = t.rest[0]
         return name.endswith(EXTENSION) and len(name) > len(EXTENSION) and not name.startswith(".")
 
+    def document_path(self, t: Any) -> str | None:
+        """The dataset ``<group>/<name>.tif`` shows (``rm`` deletes it), if there is one."""
+        if not self.is_document(t):
+            return None
+        path = t.child_path(t.rest[0][: -len(EXTENSION)])
+        try:
+            return path if isinstance(t.model.resolve(path), Dataset) else None
+        except NotFound:
+            return None
+
     def replaces_domain(self, t: Any) -> bool:
         return False  # a TIFF is one dataset, never a domain
 
