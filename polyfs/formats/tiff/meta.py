@@ -211,6 +211,20 @@ def _per_dim(values: list[float], rank: int, spatial: list[bool]) -> list[float 
     return None
 
 
+def _tiff_resolution(ds: Dataset, rank: int) -> tuple[list[float | None], list[str | None]] | None:
+    """``resolution`` as TIFF tags give it (pixels per ``resolution_unit``, X then Y) as the
+    sizes of the last two dimensions; None without a physical unit."""
+    vals = _numbers(_attr(ds, "resolution"))
+    unit = _attr(ds, "resolution_unit")
+    if vals is None or len(vals) != 2 or rank < 2 or not isinstance(unit, str):
+        return None
+    unit = unit.strip().lower()
+    if unit not in _LENGTH_UNITS or any(not math.isfinite(v) or v <= 0 for v in vals):
+        return None  # "none": pixels have no physical size
+    x, y = vals
+    return [None] * (rank - 2) + [1.0 / y, 1.0 / x], [unit] * rank
+
+
 def _units(v: Any, rank: int) -> list[str | None]:
     if isinstance(v, str):
         return [v] * rank
@@ -245,6 +259,11 @@ def physical_sizes(ds: Dataset, parent: Group | None, name: str,
     default_unit = "micrometer"
     if sizes is None:
         for key in ("element_size_um", "scale", "pixel_size", "resolution"):
+            if key == "resolution" and _attr(ds, "resolution_unit") is not None:
+                found_tiff = _tiff_resolution(ds, rank)  # the TIFF importer's pixels per unit
+                if found_tiff is not None:
+                    sizes, units = found_tiff
+                break
             vals = _numbers(_attr(ds, key))
             if vals is None:
                 continue
