@@ -167,8 +167,8 @@ class EnumType(DType):
     members: tuple[tuple[str, int], ...]
 
     def to_json(self) -> Any:
-        return {"class": "H5T_ENUM", "base": self.base.to_json(),
-                "members": [{"name": n, "value": v} for n, v in self.members]}
+        # the HDF5/JSON spelling HSDS reads and writes (a list of members is read too)
+        return {"class": "H5T_ENUM", "base": self.base.to_json(), "mapping": dict(self.members)}
 
     @property
     def is_bool(self) -> bool:
