@@ -246,6 +246,10 @@ def test_structure_made_through_the_view_shows_in_every_view(mount_store, import
     for name in ("made/chunked", "made/deep/zs"):
         t = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(m.path / "n5" / "exp.n5" / name)}})
         np.testing.assert_array_equal(np.asarray(t.result().read().result()).T, want[name])
+    z5py = pytest.importorskip("z5py")
+    n5 = z5py.File(str(m.path / "n5" / "exp.n5"), mode="r")
+    for name in ("made/chunked", "made/kept"):
+        np.testing.assert_array_equal(n5[name][:], want[name])
     with tifffile.TiffFile(m.path / "tiff" / "exp" / "made" / "chunked.tif") as tif:
         np.testing.assert_array_equal(tif.asarray(), want["made/chunked"])
     np.testing.assert_allclose(h5dump_values(path, "/made/deep/zs"), want["made/deep/zs"].ravel())
