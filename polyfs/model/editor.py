@@ -287,9 +287,10 @@ class DomainEditor:
 
     # -- chunks ---------------------------------------------------------------
     def put_chunks(self, path: str, ds: Dataset, items: Sequence[tuple[Sequence[int], bytes]],
-                   deletes: Sequence[Sequence[int]] = ()) -> None:
+                   deletes: Sequence[Sequence[int]] = (), crcs: dict[tuple[int, ...], int] | None = None) -> None:
         """Store encoded chunks as they are and delete others; keeps the CRC table
-        of deflate datasets and the in-memory chunk index up to date."""
+        of deflate datasets and the in-memory chunk index up to date. ``crcs``: CRC32s of
+        chunks' inflated bytes the caller already knows (else each is inflated here)."""
         if not items and not deletes:
             return
         grid = ds.grid or (1,)
@@ -299,7 +300,7 @@ class DomainEditor:
             from ..errors import ReadOnly
             raise ReadOnly(f"store {self.store.url} is read-only")
         self._drop_persisted_index(ds.id)  # before any chunk moves: no stale index survives a crash
-        crcs = []
+        known, table = crcs or {}, []
         deflate = _deflate_last(self.catalog.declared_pipeline(ds))
         sizes: dict[int, int] = {}
         self.store.put_many([(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)), data)
@@ -308,14 +309,15 @@ class DomainEditor:
             linear = int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid))
             sizes[linear] = len(data)
             if deflate:
-                crcs.append((linear, adler32_of_zlib(data), zlib.crc32(zlib.decompress(data))))
+                crc = known.get(tuple(int(c) for c in coords))
+                table.append((linear, adler32_of_zlib(data), zlib.crc32(zlib.decompress(data)) if crc is None else crc))
         gone = []
         for coords in deletes:
             key = keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,))
             self.store.delete(key)
             gone.append(int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid)))
-        if crcs:
-            self.catalog.save_crcs(ds.id, crcs)
+        if table:
+            self.catalog.save_crcs(ds.id, table)
         self.catalog.chunks_updated(ds, sizes, gone)
 
     def _drop_persisted_index(self, ds_id: str) -> None:

@@ -12,6 +12,7 @@ touched).
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,9 +54,12 @@ def _same_encoding(inc: Incoming, stored: Pipeline, dt: np.dtype) -> bool:
     return True
 
 
-def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: tuple[int, ...] | None = None) -> bytes:
+def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: tuple[int, ...] | None = None,
+              crc: list[int] | None = None) -> bytes:
     """The canonical bytes of one chunk written as ``data``; ``dims`` is the block's
-    extent when a writer sends less than a full chunk (N5 edge blocks)."""
+    extent when a writer sends less than a full chunk (N5 edge blocks). ``crc``: gets the
+    CRC32 of the inflated bytes when they are stored as written in deflate alone (the
+    deflate CRC table needs it; validation has just inflated them)."""
     full = tuple(ds.chunks) if ds.chunks else ()
     dims = full if dims is None else tuple(dims)
     if len(dims) != len(full) or any(d > f or d < 0 for d, f in zip(dims, full)):
@@ -78,6 +82,8 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
     dt = stored_dtype(ds)
     if dims == full and _same_encoding(inc, stored, dt) and not stored.is_identity \
             and (stored.ids[-1] != ZSTD or zstd_has_content_size(data)):
+        if crc is not None and stored.ids == (DEFLATE,):
+            crc.append(zlib.crc32(raw))
         return data
     arr = np.frombuffer(raw, dtype=inc.dtype).reshape(dims)
     if dims != full:

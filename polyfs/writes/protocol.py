@@ -153,6 +153,18 @@ class WrittenFile(ByteSource, Protocol):
 ChunkBytes = Callable[[], bytes]  # one chunk's stored bytes, produced when the commit stores it
 
 
+@dataclass(frozen=True)
+class KnownChunk:
+    """A chunk's fetch whose inflated bytes' CRC32 validation already computed (deflate datasets
+    keep a CRC table; the commit then never inflates the chunk a second time)."""
+
+    fetch: ChunkBytes
+    crc32: int
+
+    def __call__(self) -> bytes:
+        return self.fetch()
+
+
 class NewObjects(Protocol):
     """Objects a document adds to an existing domain, their chunks already stored under their
     own (still unreachable) ids: committed after validation, or rolled back."""

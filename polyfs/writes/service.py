@@ -28,10 +28,10 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict, deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable
 
 import numpy as np
 
@@ -46,11 +46,10 @@ from ..views.root import domain_leaf_paths
 from .chunkin import stored_dtype, to_stored
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, Ingester, WrittenChunk, WrittenFile,
                        file_members)
+from ..parallel import bounded_map
 from .router import Router, Target
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-R = TypeVar("R")
 
 HISTORY = 4096  # chunks whose superseded versions are remembered
 ENCODE_THREADS = max(2, min(8, os.cpu_count() or 2))
@@ -317,15 +316,22 @@ class WriteService:
         """A dataset's chunks in batches: each fetched (read, perhaps encoded) in the pool, then
         stored together; memory holds one batch, never the whole change."""
         batch: list[tuple[tuple[int, ...], bytes]] = []
+        crcs: dict[tuple[int, ...], int] = {}  # CRC32s validation already computed (no second inflate)
         size = 0
-        for coords, data in bounded_map(self._pool, lambda item: (item[0], item[1]()), puts, ENCODE_THREADS * 2):
+
+        def fetch(item: tuple[tuple[int, ...], Any]) -> tuple[tuple[int, ...], bytes, int | None]:
+            return item[0], item[1](), getattr(item[1], "crc32", None)
+
+        for coords, data, crc in bounded_map(self._pool, fetch, puts, ENCODE_THREADS * 2):
             batch.append((coords, data))
+            if crc is not None:
+                crcs[tuple(coords)] = crc
             size += len(data)
             if len(batch) >= DOCUMENT_BATCH or size >= DOCUMENT_BATCH_BYTES:
-                self.editor.put_chunks(domain, ds, batch)
-                batch, size = [], 0
+                self.editor.put_chunks(domain, ds, batch, crcs=crcs)
+                batch, crcs, size = [], {}, 0
         if batch or deletes:
-            self.editor.put_chunks(domain, ds, batch, deletes)
+            self.editor.put_chunks(domain, ds, batch, deletes, crcs=crcs)
 
     def _lock_for(self, key: tuple) -> threading.Lock:
         with self._guard:
@@ -541,18 +547,6 @@ class WriteService:
 
 def _is_document(ing: Any) -> bool:
     return bool(getattr(ing, "document", False))
-
-
-def bounded_map(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:
-    """``pool.map`` that pulls at most ``window`` items ahead (a shard's chunks are read as
-    they are converted, not all at once)."""
-    pending: deque[Future[R]] = deque()
-    for item in items:
-        pending.append(pool.submit(fn, item))
-        if len(pending) >= window:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
 
 
 def _digest(stored: bytes) -> bytes:

@@ -25,6 +25,7 @@ committed.
 from __future__ import annotations
 
 import functools
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,9 +39,10 @@ from ...model.changes import ObjectChange
 from ...model.schema import Attribute, Dataset, Datatype, Group, Link
 from ...model.tree import DomainModel
 from ...model.writer import ObjectsWriter, stamp
+from ...parallel import ordered_map
 from ...vfile import ChunkRun
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
-from ...writes.protocol import DocumentChanges, WrittenFile
+from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, DomainRenderer, HDF5File, dimension_scale_class, external_file
 from .source import HDF5Importer, _Object, model_type
 
@@ -362,6 +364,7 @@ class DocumentDiff:
         inc = Incoming(stored_dtype(ds), tuple(pipe.filters))
         present: set[tuple[int, ...]] = set()
         puts: list[tuple[tuple[int, ...], Callable[[], bytes]]] = []
+        touched: list[tuple[tuple[int, ...], tuple[int, int], int]] = []
         for info in _chunk_infos(d):
             coords = tuple(int(o) // c for o, c in zip(info.chunk_offset, ds.chunks))
             if not all(c < g for c, g in zip(coords, grid)):
@@ -372,22 +375,43 @@ class DocumentDiff:
                 # bytes the writer never wrote: the stored chunk as it was when the file was opened
                 # (never read; and never stale bytes over a newer version another view stored since)
                 continue
+            touched.append((coords, at, int(info.filter_mask)))
+
+        def failed(coords: tuple[int, ...], exc: Exception) -> PolyfsError:
+            kind = CodecError if isinstance(exc, CodecError) else InvalidInput
+            return kind(f"{self.where}: {what}: chunk {list(coords)}: {exc}")
+
+        def check(item: tuple[tuple[int, ...], tuple[int, int], int]) -> Callable[[], bytes] | None:
+            """One written chunk read and validated, in a worker (zlib and the other codecs release
+            the GIL): None if unchanged, _RECODE if HDF5 must decode it, else its stored bytes' fetch."""
+            coords, at, mask = item
             data = self._read(at, what, coords)
             linear = idx.linear_of(coords) if idx is not None and all(
                 c < g for c, g in zip(coords, idx.grid)) else -1
-            if linear >= 0 and idx.size_of(linear) == len(data) and info.filter_mask == 0 and \
+            if linear >= 0 and idx.size_of(linear) == len(data) and mask == 0 and \
                     _stored(self.catalog, idx.key(linear)) == data:
-                continue  # rewritten with the same bytes (or a neighbour's page was written)
+                return None  # rewritten with the same bytes (or a neighbour's page was written)
+            if mask != 0 or not same_filters:
+                return _RECODE
+            crc: list[int] = []
             try:
-                if info.filter_mask == 0 and same_filters:
-                    new = to_stored(ds, pipe, inc, data)
-                    fetch = functools.partial(self._read, at, what, coords) if new is data else _const(new)
-                else:
-                    fetch = _const(self._recode(d, ds, pipe, coords, dims))
+                new = to_stored(ds, pipe, inc, data, crc=crc)
             except (PolyfsError, ValueError, TypeError, OSError) as exc:
-                kind = CodecError if isinstance(exc, CodecError) else InvalidInput
-                raise kind(f"{self.where}: {what}: chunk {list(coords)}: {exc}") from None
-            puts.append((coords, fetch))
+                raise failed(coords, exc) from None
+            if new is not data:
+                return _const(new)
+            # stored as written: read again at commit (never held), and only if still these bytes
+            fetch = functools.partial(self._read_again, at, what, coords, zlib.crc32(data))
+            return KnownChunk(fetch, crc[0]) if crc else fetch
+
+        for (coords, _, _), fetch in zip(touched, ordered_map(check, touched)):
+            if fetch is _RECODE:  # h5py on this thread only
+                try:
+                    fetch = _const(self._recode(d, ds, pipe, coords, dims))
+                except (PolyfsError, ValueError, TypeError, OSError) as exc:
+                    raise failed(coords, exc) from None
+            if fetch is not None:
+                puts.append((coords, fetch))
         if puts:
             self.out.puts[ds.id] = puts
         if idx is not None and len(idx):
@@ -396,6 +420,15 @@ class DocumentDiff:
                     if all(x < g for x, g in zip(c, grid)) and tuple(int(x) for x in c) not in present]
             if gone:  # chunks outside a new extent are the resize's to delete
                 self.out.deletes[ds.id] = gone
+
+    def _read_again(self, at: tuple[int, int], what: str, coords: tuple[int, ...], digest: int) -> bytes:
+        """A validated chunk's bytes read again to be stored: refused if they changed since
+        (another process wrote the file meanwhile): unvalidated bytes are never stored."""
+        data = self._read(at, what, coords)
+        if zlib.crc32(data) != digest:
+            raise InvalidInput(f"{self.where}: {what}: chunk {list(coords)} changed while it was being "
+                               f"stored (written meanwhile); flush the file again")
+        return data
 
     def _read(self, at: tuple[int, int], what: str, coords: tuple[int, ...]) -> bytes:
         data = self.src.read(*at)
@@ -416,6 +449,10 @@ class DocumentDiff:
 
 def _const(data: bytes) -> Callable[[], bytes]:
     return lambda: data
+
+
+def _RECODE() -> bytes:  # a marker: the chunk is decoded by HDF5 and encoded again
+    raise AssertionError("not a fetch")
 
 
 def _chunk_infos(d: Any) -> list[Any]:
