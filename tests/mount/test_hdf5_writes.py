@@ -295,3 +295,51 @@ def test_garbage_over_the_superblock_is_refused(mount_store, imported):
     assert snapshot(store) == before
     with h5py.File(m.path / "hdf5" / "exp.h5", "r") as f:
         assert f.attrs["title"] == "before"
+
+
+def test_r_plus_writes_into_strings_references_scalars_and_contiguous_data(mount_store, tmp_path):
+    """Data the view converts (variable-length strings, references, scalars, small contiguous
+    datasets) written in place by h5py: read back through HDF5 and stored in the store's encoding."""
+    src = tmp_path / "kinds.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("vstr", data=np.array(["a", "bb", "ccc", "dddd", "e"], dtype=object),
+                         dtype=h5py.string_dtype(), chunks=(2,))
+        f.create_dataset("fstr", data=np.array([b"ab", b"cd", b"ef"], dtype="S2"), chunks=(2,))
+        f.create_dataset("scalar", data=np.float64(1.5))
+        f.create_dataset("contig", data=np.arange(12, dtype="int16").reshape(3, 4))
+        f.create_dataset("target", data=np.arange(3))
+        refs = f.create_dataset("refs", (2,), dtype=h5py.ref_dtype)
+        refs[0] = f["target"].ref
+    store = tmp_path / "store"
+    import_source(src, str(store), progress=False)
+    m = mount_store(str(store))
+    path = m.path / "hdf5" / "kinds.h5"
+    with h5py.File(path, "r+") as f:
+        f["vstr"][1] = "changed and longer"
+        f["vstr"][4] = ""
+        f["fstr"][2] = b"zz"
+        f["scalar"][()] = -2.25
+        f["contig"][1, 1:3] = [70, 80]
+        f["refs"][1] = f["contig"].ref
+    with h5py.File(path, "r") as f:
+        assert [s.decode() for s in f["vstr"][()]] == ["a", "changed and longer", "ccc", "dddd", ""]
+        assert list(f["fstr"][()]) == [b"ab", b"cd", b"zz"]
+        assert f["scalar"][()] == -2.25
+        want = np.arange(12, dtype="int16").reshape(3, 4)
+        want[1, 1:3] = [70, 80]
+        np.testing.assert_array_equal(f["contig"][()], want)
+        assert f[f["refs"][0]].name == "/target" and f[f["refs"][1]].name == "/contig"
+    from polyfs.model.catalog import Catalog
+    from polyfs.store import open_store
+
+    from corpus import read_dataset
+
+    cat = Catalog(open_store(str(store), read_only=True))
+    model = cat.load("/kinds.h5")
+    np.testing.assert_array_equal(read_dataset(cat, model.resolve("contig")), want)
+    assert [x.decode() if isinstance(x, bytes) else x for x in read_dataset(cat, model.resolve("vstr"))] == \
+        ["a", "changed and longer", "ccc", "dddd", ""]
+    root = zarr.open_group(str(m.path / "zarr" / "kinds.zarr"), mode="r")
+    np.testing.assert_array_equal(root["contig"][:], want)
+    assert float(root["scalar"][()]) == -2.25
+    assert "not stored" not in m.log_text()

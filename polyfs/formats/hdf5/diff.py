@@ -15,7 +15,9 @@ alone); otherwise by path and kind. Then:
 - existing datasets may grow or shrink within their maximum shape; a chunk still
   at its planned byte range and never touched is unchanged and never read; a
   chunk HDF5 wrote anew with the dataset's own filters is stored as written
-  (decoded once to validate it); others are decoded by HDF5 and encoded again.
+  (decoded once to validate it); others are decoded by HDF5 and encoded again;
+- data the view converts (contiguous, variable-length, references): chunks whose
+  bytes the writer wrote are read back through HDF5 and encoded as stored.
 
 What the store cannot hold (virtual or external-storage datasets, changes of
 type, layout or filters of an existing dataset, types outside the model) is
@@ -31,8 +33,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...codecs import vlen as vlen_codec
 from ...errors import CodecError, InvalidInput, NotFound, PolyfsError, UnsupportedType
-from ...importers.common import ImportOptions, Progress, complex_as_pairs, parse_codec
+from ...importers.common import ImportOptions, Progress, parse_codec
 from ...model import types as T
 from ...model import values
 from ...model.changes import ObjectChange
@@ -335,24 +338,38 @@ class DocumentDiff:
         if dp.storage == "chunked-stored":
             self._chunks(d, ds, dp, what)
         else:
-            self._unchanged_data(d, dp, what)
+            self._converted_data(d, ds, dp, what)
 
-    def _unchanged_data(self, d: Any, dp: DatasetPlan, what: str) -> None:
-        """Data the view converts (contiguous, variable-length, references): refused unless as planned."""
-        for blk in dp.data:
-            if not self.src.untouched(self.hf.address(blk.key), blk.size):
-                raise self.refuse(what, f"data of {dp.storage} datasets cannot be written in place "
-                                        f"(write a new dataset instead)")
-        if dp.storage == "contiguous" and dp.data:
-            if d.id.get_offset() != self.hf.address(("data", dp.ds.id)):
-                raise self.refuse(what, "data of contiguous datasets cannot be written in place")
+    def _converted_data(self, d: Any, ds: Dataset, dp: DatasetPlan, what: str) -> None:
+        """Data the view converts (contiguous, variable-length, references): a chunk whose bytes
+        the writer wrote (or moved) is read back through HDF5 and encoded as stored; new heap
+        objects of variable-length data always come with new chunk bytes (their heap ids)."""
+        pipe = self.catalog.pipeline(ds)
+        dims = tuple(int(x) for x in d.shape) if ds.shape.kind == "simple" else ()
+        changed: list[tuple[int, ...]] = []
+        if dp.storage == "contiguous":
+            placed = not dp.data or d.id.get_offset() == self.hf.address(("data", ds.id))
+            if not placed or any(not self.src.untouched(self.hf.address(b.key), b.size) for b in dp.data):
+                changed = [tuple(c) for c in np.ndindex(*ds.grid)] if dims else [()]
         elif dp.storage == "chunked-converted":
-            want = _planned(self.hf, dp)
+            want = _planned(self.hf, dp) if self.trusted else {}
             for info in _chunk_infos(d):
-                coords = tuple(o // c for o, c in zip(info.chunk_offset, dp.ds.chunks))
-                if want.get(coords) != (info.byte_offset, info.size):
-                    raise self.refuse(what, "data of variable-length or reference datasets cannot be "
-                                            "written in place")
+                coords = tuple(int(o) // c for o, c in zip(info.chunk_offset, ds.chunks))
+                at = (int(info.byte_offset), int(info.size))
+                if not (want.get(coords) == at and self.src.untouched(*at)):
+                    changed.append(coords)
+        elif any(not self.src.untouched(self.hf.address(b.key), b.size) for b in dp.data):
+            raise self.refuse(what, f"data of {dp.storage} datasets cannot be written")
+        if dims and any(d_ == 0 for d_ in dims):
+            changed = []
+        puts = []
+        for coords in changed:
+            try:
+                puts.append((coords, _const(self._encode_region(d, ds, pipe, coords, dims))))
+            except (PolyfsError, ValueError, TypeError, OSError) as exc:
+                raise InvalidInput(f"{self.where}: {what}: chunk {list(coords)}: {exc}") from None
+        if puts:
+            self.out.puts[ds.id] = puts
 
     def _chunks(self, d: Any, ds: Dataset, dp: DatasetPlan, what: str) -> None:
         dims = tuple(int(x) for x in d.shape)
@@ -407,7 +424,7 @@ class DocumentDiff:
         for (coords, _, _), fetch in zip(touched, ordered_map(check, touched)):
             if fetch is _RECODE:  # h5py on this thread only
                 try:
-                    fetch = _const(self._recode(d, ds, pipe, coords, dims))
+                    fetch = _const(self._encode_region(d, ds, pipe, coords, dims))
                 except (PolyfsError, ValueError, TypeError, OSError) as exc:
                     raise failed(coords, exc) from None
             if fetch is not None:
@@ -436,15 +453,23 @@ class DocumentDiff:
             raise InvalidInput(f"{self.where}: {what}: chunk {list(coords)} lies past the end of the file")
         return data
 
-    def _recode(self, d: Any, ds: Dataset, pipe: Any, coords: tuple[int, ...], dims: tuple[int, ...]) -> bytes:
-        """A chunk HDF5 stored otherwise (a skipped filter): decoded by HDF5, encoded as stored."""
+    def _encode_region(self, d: Any, ds: Dataset, pipe: Any, coords: tuple[int, ...],
+                       dims: tuple[int, ...]) -> bytes:
+        """One chunk read back through HDF5 (a skipped filter, converted data) and encoded as
+        stored: references become the referenced objects' ids, variable-length data its HSDS
+        encoding, the rest the stored byte order; the edge is padded with the fill value."""
         region = tuple(slice(c * k, min(c * k + k, n)) for c, k, n in zip(coords, ds.chunks, dims))
-        arr = complex_as_pairs(np.asarray(d[region]))
-        dt = stored_dtype(ds)
-        block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks))
-        block[tuple(slice(0, s) for s in arr.shape[:len(ds.chunks)])] = arr.astype(block.dtype, copy=False)
-        raw = np.ascontiguousarray(block, dtype=dt).tobytes()
-        return to_stored(ds, pipe, Incoming(dt), raw)
+        arr = np.asarray(self.imp._read(d, ds.type)(region))
+        block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks) if dims else ())
+        if dims:
+            block[tuple(slice(0, s) for s in arr.shape[:len(ds.chunks)])] = arr
+        else:
+            block[()] = arr.reshape(())[()] if arr.shape != block.shape else arr
+        if ds.type.is_vlen:
+            raw = vlen_codec.encode(ds.type, block)
+        else:
+            raw = np.ascontiguousarray(block, dtype=stored_dtype(ds)).tobytes()
+        return raw if pipe.is_identity else pipe.encode(raw)
 
 
 def _const(data: bytes) -> Callable[[], bytes]:
