@@ -16,6 +16,7 @@ import time
 
 MMAP_THRESHOLD = 4 << 20
 ARENAS = 2
+TRIM_THRESHOLD = 1 << 20  # free memory at the top of a heap beyond this goes back at once
 TRIM_EVERY = 0.5  # seconds: at most this often
 
 _libc: ctypes.CDLL | None = None
@@ -30,8 +31,9 @@ def tune_malloc() -> None:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return
-    m_mmap_threshold, m_arena_max = -3, -8
+    m_trim_threshold, m_mmap_threshold, m_arena_max = -1, -3, -8
     libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD)
+    libc.mallopt(m_trim_threshold, TRIM_THRESHOLD)
     libc.mallopt(m_arena_max, ARENAS)
     _libc = libc
 
