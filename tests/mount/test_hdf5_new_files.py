@@ -255,3 +255,26 @@ def test_h5py_r_plus_dimension_scales_and_references(mount_store, empty_store):
     model = cat.load("/seed.h5")
     xs = model.resolve("xs")
     assert model.resolve("x").attributes["DIMENSION_LIST"].value == [["datasets/" + xs.id]]
+
+
+def test_a_file_with_a_filter_no_one_here_decodes_is_refused(mount_store, empty_store, tmp_path):
+    """A file whose chunks use a filter neither polyfs nor HDF5 here can decode (LZO, id 305):
+    the other views could not show it, so it is refused (EOPNOTSUPP) and no domain is made."""
+    store = empty_store
+    m = mount_store(str(store))
+    local = tmp_path / "lzo.h5"
+    with h5py.File(local, "w") as f:
+        f.create_dataset("d", data=np.arange(4096, dtype="int32"), chunks=(512,), compression="gzip")
+    body = bytearray(local.read_bytes())
+    at = body.find(b"deflate\x00")
+    assert at > 8 and int.from_bytes(body[at - 8:at - 6], "little") == 1  # the pipeline's filter id
+    body[at - 8:at - 6] = (305).to_bytes(2, "little")
+    local.write_bytes(bytes(body))
+    before = snapshot(store)
+    with pytest.raises(OSError) as ei:
+        shutil.copyfile(local, m.path / "hdf5" / "lzo.h5")
+    assert ei.value.errno == errno.EOPNOTSUPP
+    assert snapshot(store) == before
+    assert "lzo.h5" not in os.listdir(m.path / "hdf5")
+    lines = [ln for ln in m.log_text().splitlines() if "lzo.h5" in ln and "305" in ln]
+    assert len(lines) == 1, m.log_text()[-2000:]
