@@ -338,8 +338,9 @@ class Catalog:
             self._crc[dataset.id] = self.crc_table(dataset).merged([(linear, adler, crc)])
         return crc
 
-    def save_crcs(self, dataset_id: str, items: Iterable[tuple[int, int, int]]) -> None:
-        """Persist ``(linear, adler32, crc32)`` entries for a deflate dataset."""
+    def save_crcs(self, dataset_id: str, items: Iterable[tuple[int, int, int]], keep_old: bool = False) -> None:
+        """Persist ``(linear, adler32, crc32)`` entries for a deflate dataset (``keep_old``: beside
+        the chunks' current entries, see :meth:`CrcTable.merged`)."""
         items = list(items)
         if not items:
             return
@@ -348,7 +349,7 @@ class Catalog:
             current = CrcTable.from_bytes(self.store.get(key))
         except NotFound:
             current = CrcTable.empty()
-        table = current.merged(items)
+        table = current.merged(items, keep_old=keep_old)
         self.store.put(key, table.to_bytes())
         with self._lock:
             self._crc[dataset_id] = table

@@ -225,18 +225,27 @@ class CrcTable:
 
     def lookup(self, linear: int, adler: int) -> int | None:
         e = self.entries
-        i = int(np.searchsorted(e["linear"], linear))
-        if i < e.size and int(e["linear"][i]) == linear and int(e["adler"][i]) == adler:
-            return int(e["crc"][i])
+        lo = int(np.searchsorted(e["linear"], linear, side="left"))
+        hi = int(np.searchsorted(e["linear"], linear, side="right"))
+        for i in range(lo, hi):  # usually one; two while a chunk is being replaced
+            if int(e["adler"][i]) == adler:
+                return int(e["crc"][i])
         return None
 
-    def merged(self, items: Iterable[tuple[int, int, int]]) -> "CrcTable":
-        """A new table with ``(linear, adler, crc)`` entries added or replaced."""
+    def merged(self, items: Iterable[tuple[int, int, int]], keep_old: bool = False) -> "CrcTable":
+        """A new table with ``(linear, adler, crc)`` entries added or replaced; ``keep_old``:
+        a chunk's old entry stays beside its new one (written before the chunk is replaced, so
+        a crash between the two leaves a table that matches the chunk either way)."""
         new = np.asarray(list(items), dtype=CRC_DTYPE) if items else np.zeros(0, dtype=CRC_DTYPE)
         if new.size == 0:
             return self
-        keep = self.entries[~np.isin(self.entries["linear"], new["linear"])]
-        return CrcTable(np.sort(np.concatenate([keep, new]), order="linear"))
+        e = self.entries
+        if keep_old:
+            old = {(int(a), int(b)) for a, b in zip(new["linear"], new["adler"])}
+            drop = np.fromiter(((int(a), int(b)) in old for a, b in zip(e["linear"], e["adler"])), bool, e.size)
+        else:
+            drop = np.isin(e["linear"], new["linear"])
+        return CrcTable(np.sort(np.concatenate([e[~drop], new]), order="linear", kind="stable"))
 
     def __len__(self) -> int:
         return int(self.entries.size)

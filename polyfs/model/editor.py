@@ -303,14 +303,16 @@ class DomainEditor:
         known, table = crcs or {}, []
         deflate = _deflate_last(self.catalog.declared_pipeline(ds))
         sizes: dict[int, int] = {}
-        self.store.put_many([(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)), data)
-                             for coords, data in items])
         for coords, data in items:
             linear = int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid))
             sizes[linear] = len(data)
             if deflate:
                 crc = known.get(tuple(int(c) for c in coords))
                 table.append((linear, adler32_of_zlib(data), zlib.crc32(zlib.decompress(data)) if crc is None else crc))
+        if table:  # the new entries beside the old ones first: a crash mid-way leaves a table for either
+            self.catalog.save_crcs(ds.id, table, keep_old=True)
+        self.store.put_many([(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)), data)
+                             for coords, data in items])
         gone = []
         for coords in deletes:
             key = keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,))

@@ -73,3 +73,17 @@ def test_stale_persisted_chunk_index_is_rebuilt(tmp_path):
     r = check_store(url, repair=True)
     assert any("persisted chunk index" in x for x in r.repaired)
     assert not any("persisted chunk index" in p for p in check_store(url).problems)
+
+
+def test_crc_entries_written_beside_the_old_ones_match_either_chunk():
+    """put_chunks writes a chunk's new CRC32 entry beside its old one before the chunk moves, so a
+    crash between the two leaves a table matching whichever version the store holds."""
+    from polyfs.model.chunks import CrcTable
+
+    table = CrcTable.empty().merged([(0, 11, 100), (1, 12, 200)])
+    both = table.merged([(1, 13, 300)], keep_old=True)
+    assert both.lookup(1, 12) == 200 and both.lookup(1, 13) == 300 and both.lookup(0, 11) == 100
+    assert len(both) == 3
+    assert both.merged([(1, 13, 300)], keep_old=True).lookup(1, 13) == 300  # no duplicate entry
+    final = both.merged([(1, 13, 300)])
+    assert final.lookup(1, 12) is None and final.lookup(1, 13) == 300 and len(final) == 2
