@@ -115,6 +115,10 @@ class WriteBudget:
             self._used -= self._lru.pop((f, p), 0)
             self._spilled += spilled
 
+    def over(self) -> bool:
+        """Whether pages in memory exceed the limit (someone should :meth:`relieve`)."""
+        return self._used > self.limit
+
     def _room(self, n: int) -> bool:
         return self._used + n <= self.limit
 
@@ -248,7 +252,9 @@ class PendingFile(FileNode):
                     return True
             return False
 
-    def write(self, off: int, buf: bytes) -> int:
+    def write(self, off: int, buf: bytes, relieve: bool = True) -> int:
+        """Bytes into pages; ``relieve``: spill past the budget now (False: the caller does it,
+        off its event loop, see :meth:`WriteBudget.over`)."""
         if off < 0:
             raise ValueError("negative offset")
         view = memoryview(buf).cast("B")
@@ -266,7 +272,8 @@ class PendingFile(FileNode):
             self._size = max(self._size, end)
             self.dirty = True
             self.mtime = time.time()
-        self.budget.relieve()
+        if relieve:
+            self.budget.relieve()
         return len(view)
 
     def _write_page(self, p: int, o: int, data: memoryview) -> None:

@@ -309,7 +309,10 @@ class WriteSide:
             raise pyfuse3.FUSEError(errno.EBADF)
         if handle.pending.needs_base(off, len(buf)):
             return await self.fs.run(handle.pending.write, off, buf)  # reads the view file first
-        return handle.pending.write(off, buf)
+        n = handle.pending.write(off, buf, relieve=False)
+        if self.budget.over():  # spilling is file I/O: in a worker, this write waiting for it
+            await self.fs.run(self.budget.relieve)
+        return n
 
     async def flush_handle(self, handle: Any) -> None:
         if isinstance(handle, WriteHandle) and handle.pending.dirty and handle.pending.ingest:
