@@ -96,38 +96,22 @@ def make_source(path: Path, n_data: int, level: int) -> None:
 
 
 # -- the timed writers -----------------------------------------------------
-def overwrite(path: Path, n: int) -> tuple[float, float]:
+def timed_slabs(path: Path, name: str, starts: range, grow: bool) -> tuple[float, float]:
+    """h5py ``r+`` writing ``SLAB``-plane slabs at ``starts`` into dataset ``name`` (``grow``:
+    resized first, an append); seconds including the close (through the mount: the flush that
+    commits), and the close alone. Data generation is not timed."""
     import h5py
 
     t0 = time.perf_counter()
     f = h5py.File(path, "r+")
     spent = time.perf_counter() - t0
     try:
-        d = f["data"]
-        for z0 in range(0, n, SLAB):
+        d = f[name]
+        for z0 in starts:
             slab = new_slab(z0, z0 + SLAB)
             t0 = time.perf_counter()
-            d[z0:z0 + SLAB] = slab
-            spent += time.perf_counter() - t0
-    finally:
-        t0 = time.perf_counter()
-        f.close()  # through the mount: the flush that commits
-        closing = time.perf_counter() - t0
-    return spent + closing, closing
-
-
-def append(path: Path, n: int) -> tuple[float, float]:
-    import h5py
-
-    t0 = time.perf_counter()
-    f = h5py.File(path, "r+")
-    spent = time.perf_counter() - t0
-    try:
-        d = f["grow"]
-        for z0 in range(GROW0, GROW0 + n, SLAB):
-            slab = new_slab(z0, z0 + SLAB)
-            t0 = time.perf_counter()
-            d.resize(z0 + SLAB, axis=0)
+            if grow:
+                d.resize(z0 + SLAB, axis=0)
             d[z0:z0 + SLAB] = slab
             spent += time.perf_counter() - t0
     finally:
@@ -135,6 +119,14 @@ def append(path: Path, n: int) -> tuple[float, float]:
         f.close()
         closing = time.perf_counter() - t0
     return spent + closing, closing
+
+
+def overwrite(path: Path, n: int) -> tuple[float, float]:
+    return timed_slabs(path, "data", range(0, n, SLAB), grow=False)
+
+
+def append(path: Path, n: int) -> tuple[float, float]:
+    return timed_slabs(path, "grow", range(GROW0, GROW0 + n, SLAB), grow=True)
 
 
 # -- checks ----------------------------------------------------------------

@@ -44,6 +44,20 @@ class Mount:
     def log_text(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
 
+    def daemon_pid(self) -> int:
+        """The daemon process serving this mount (its command line names the mountpoint)."""
+        want = os.path.realpath(self.path)
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"mount" in cmd and any(a and os.path.realpath(os.fsdecode(a)) == want for a in cmd):
+                return int(pid)
+        raise AssertionError(f"no daemon serves {self.path}")
+
     def stop(self) -> None:
         if not is_mounted(self.path):
             return

@@ -208,14 +208,9 @@ class DomainWriter:
         if self._committed:
             return self.domain
         try:
-            for did, items in self._crcs.items():
-                self.catalog.save_crcs(did, items)
             for obj in itertools.chain(self.datatypes.values(), self.datasets.values(), self.groups.values()):
                 self.catalog.put_object(obj)
-            for ds in self.datasets.values():  # derived data: the listing a first open would otherwise do
-                written = self._written.get(ds.id, {})
-                self.catalog.save_chunk_index(ds, np.fromiter(written.keys(), np.int64, len(written)),
-                                              np.fromiter(written.values(), np.int64, len(written)))
+            self._save_derived()
             self.catalog.put_domain(self.domain)  # last: makes the domain visible
         except BaseException:
             self.abort()
@@ -223,15 +218,21 @@ class DomainWriter:
         self._committed = True
         return self.domain
 
+    def _save_derived(self) -> None:
+        """CRC tables, and the listing a first open would otherwise do."""
+        for did, items in self._crcs.items():
+            self.catalog.save_crcs(did, items)
+        for ds in self.datasets.values():
+            written = self._written.get(ds.id, {})
+            self.catalog.save_chunk_index(ds, np.fromiter(written.keys(), np.int64, len(written)),
+                                          np.fromiter(written.values(), np.int64, len(written)))
+
     def abort(self) -> None:
         """Delete everything this writer put in the store."""
         if self._committed:
             return
         for prefix in (keys.domain_db_prefix(self.root_id), *keys.derived_prefixes(self.root_id)):
-            try:
-                self.store.delete_prefix(prefix)
-            except Exception as exc:  # keep rolling back the rest
-                log.error("rollback of %s failed: %s", prefix, exc)
+            _rollback(self.store.delete_prefix, prefix)
 
 
 class ObjectsWriter(DomainWriter):
@@ -255,38 +256,27 @@ class ObjectsWriter(DomainWriter):
         return [*self.datatypes.values(), *self.datasets.values(), *self.groups.values()]
 
     def commit(self) -> Domain:
-        if self._committed:
-            return self.domain
         try:
-            for did, items in self._crcs.items():
-                self.catalog.save_crcs(did, items)
-            for ds in self.datasets.values():
-                written = self._written.get(ds.id, {})
-                self.catalog.save_chunk_index(ds, np.fromiter(written.keys(), np.int64, len(written)),
-                                              np.fromiter(written.values(), np.int64, len(written)))
+            self._save_derived()
         except BaseException:
             self.abort()
             raise
         return self.domain
 
     def abort(self) -> None:
-        if self._committed:
-            return
+        doomed = [keys.chunk_index_key(d) for d in self.datasets] + [keys.crc_table_key(d) for d in self.datasets]
+        doomed += [keys.object_key(o.id) for o in [*self.groups.values(), *self.datatypes.values()]]
+        for key in doomed:
+            _rollback(self.store.delete, key)
         for did in self.datasets:
-            for key in (keys.chunk_index_key(did), keys.crc_table_key(did)):
-                try:
-                    self.store.delete(key)
-                except Exception as exc:  # noqa: BLE001 - keep rolling back the rest
-                    log.error("rollback of %s failed: %s", key, exc)
-            try:
-                self.store.delete_prefix(keys.dataset_prefix(did))
-            except Exception as exc:  # noqa: BLE001
-                log.error("rollback of %s failed: %s", did, exc)
-        for obj in [*self.groups.values(), *self.datatypes.values()]:
-            try:
-                self.store.delete(keys.object_key(obj.id))
-            except Exception as exc:  # noqa: BLE001
-                log.error("rollback of %s failed: %s", obj.id, exc)
+            _rollback(self.store.delete_prefix, keys.dataset_prefix(did))
+
+
+def _rollback(delete: Any, key: str) -> None:
+    try:
+        delete(key)
+    except Exception as exc:  # noqa: BLE001 - keep rolling back the rest
+        log.error("rollback of %s failed: %s", key, exc)
 
 
 def iter_chunks(ds: Dataset, data: np.ndarray) -> Iterable[tuple[tuple[int, ...], np.ndarray]]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -46,13 +45,13 @@ from ..views.root import domain_leaf_paths
 from .chunkin import stored_dtype, to_stored
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, Ingester, WrittenChunk, WrittenFile,
                        file_members)
-from ..parallel import bounded_map
+from ..parallel import THREADS, bounded_map
 from .router import Router, Target
 
 log = logging.getLogger(__name__)
 
 HISTORY = 4096  # chunks whose superseded versions are remembered
-ENCODE_THREADS = max(2, min(8, os.cpu_count() or 2))
+ENCODE_THREADS = THREADS
 DOCUMENT_BATCH = 64  # chunks of a document stored per put_many
 DOCUMENT_BATCH_BYTES = 64 << 20
 

@@ -151,19 +151,6 @@ def imported(tmp_path):
     return store
 
 
-def daemon_pid(mountpoint: Path) -> int:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"mount" in cmd and os.fsencode(str(mountpoint)) in cmd:
-            return int(pid)
-    raise AssertionError("no daemon process found")
-
-
 def start_writer(path: Path, acks: int, extra: int, mode: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(acks), str(extra), mode],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -176,7 +163,7 @@ def read_line(writer: subprocess.Popen) -> list[str]:
 
 
 def kill_daemon(m, writer: subprocess.Popen) -> None:
-    os.kill(daemon_pid(m.path), signal.SIGKILL)
+    os.kill(m.daemon_pid(), signal.SIGKILL)
     writer.kill()  # blocked on the dead mount or on its stdin
     writer.communicate(timeout=30)
     res = subprocess.run(polyfs_cmd("umount", str(m.path)), capture_output=True, text=True, timeout=60, check=False)

@@ -518,20 +518,6 @@ def test_bad_files_are_refused_and_leave_the_store_as_it_was(mount_store, import
 
 
 # -- memory ---------------------------------------------------------------------------------
-def _daemon_pid(mnt: Path) -> int:
-    want = os.path.realpath(mnt).encode()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            args = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"mount" in args and any(os.path.realpath(a.decode(errors="replace")).encode() == want for a in args if a):
-            return int(d.name)
-    raise AssertionError(f"no daemon serves {mnt}")
-
-
 def _peak_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
@@ -553,7 +539,7 @@ def test_a_big_single_strip_image_streams(mount_store, imported, tmp_path):
     with tifffile.TiffFile(src) as tif:
         assert len(tif.pages[0].dataoffsets) == 1
     m = mount_store(str(store), "write_buffer_mb=16")
-    pid = _daemon_pid(m.path)
+    pid = m.daemon_pid()
     before = _peak_mib(pid)
     subprocess.run(["cp", str(src), str(m.path / "tiff" / "exp" / "big.tif")], check=True, timeout=600)
     grown = _peak_mib(pid) - before

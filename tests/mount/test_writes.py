@@ -290,19 +290,6 @@ def test_read_only_mount_refuses_every_write(mount_store, store):
 
 
 # -- crash safety -------------------------------------------------------------------------
-def _daemon_pid(mountpoint: Path) -> int:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"mount" in cmd and os.fsencode(str(mountpoint)) in cmd and int(pid) != os.getpid():
-            return int(pid)
-    raise AssertionError("no daemon process found")
-
-
 WRITE_SCRIPT = """
 import sys, numpy as np, tensorstore as ts
 t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": sys.argv[1]}}).result()
@@ -325,7 +312,7 @@ def test_sigkill_mid_write_leaves_old_or_new_chunks(mount_store, store, tmp_path
     writer = subprocess.Popen([sys.executable, "-c", WRITE_SCRIPT, str(path)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(1.0)  # mid-way through writing 32 chunk files
-    os.kill(_daemon_pid(m.path), signal.SIGKILL)
+    os.kill(m.daemon_pid(), signal.SIGKILL)
     writer.wait(60)
     res = subprocess.run(polyfs_cmd("umount", str(m.path)), capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
@@ -375,7 +362,7 @@ def test_sigkill_with_spilled_write_buffers_keeps_acknowledged_shards(mount_stor
         line = writer.stdout.readline()
         assert line, writer.stderr.read()
         acked.append(tuple(int(x) for x in line.split()))
-    os.kill(_daemon_pid(m.path), signal.SIGKILL)
+    os.kill(m.daemon_pid(), signal.SIGKILL)
     writer.wait(60)
     res = subprocess.run(polyfs_cmd("umount", str(m.path)), capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr

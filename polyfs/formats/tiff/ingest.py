@@ -54,6 +54,7 @@ from ...model import types as T
 from ...model import values
 from ...model.changes import ObjectChange
 from ...model.schema import Attribute, Dataset, Group, Link, now
+from ...model.writer import stamp
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import (
@@ -167,7 +168,7 @@ class TiffIngester:
             raise
         ds: Dataset = job["ds"]
         links = dict(parent.links)
-        links[name] = Link(name, "hard", id=ds.id, created=now())
+        links[name] = Link(name, "hard", id=ds.id, created=stamp())
         return DocumentChanges(objects=[ObjectChange(parent.id, links=links)], created=writer)
 
     # -- an existing dataset, rewritten in place -----------------------------------------------
