@@ -150,7 +150,11 @@ def test_netcdf4_w_makes_a_domain_netcdf_reads_back(mount_store, empty_store):
 def test_w_over_an_existing_file_replaces_its_domain_and_rm_deletes_it(mount_store, empty_store):
     store = empty_store
     m = mount_store(str(store))
+    from polyfs.model import keys
+
     old_root = catalog(store).load("/seed.h5").domain.root
+    old_prefix = keys.domain_db_prefix(old_root)
+    assert any(k.startswith(old_prefix) for k in snapshot(store))
     path = m.path / "hdf5" / "seed.h5"
     with h5py.File(path, "w") as f:
         f.create_dataset("y", data=np.arange(5, dtype="int16"))
@@ -159,7 +163,6 @@ def test_w_over_an_existing_file_replaces_its_domain_and_rm_deletes_it(mount_sto
         np.testing.assert_array_equal(f["y"][()], np.arange(5))
     new_root = catalog(store).load("/seed.h5").domain.root
     assert new_root != old_root
-    old_prefix = "db/" + old_root.split("-", 1)[1].split("-")[0]
     assert not any(k.startswith(old_prefix) for k in snapshot(store)), "the replaced domain's objects are deleted"
     os.unlink(path)
     assert "seed.h5" not in os.listdir(m.path / "hdf5")
