@@ -14,6 +14,10 @@ local store, mounts it, and prints:
   (c) entries/s for os.scandir + stat of all N5 block files (target >= 10,000);
   (d) MB/s of a second read of the same view files (kernel page cache) vs direct
       (target >= 0.7).
+  (e) the pyfuse3 ceiling: the same Zarr shard and N5 block files copied to local
+      disk and read through scripts/fuse_ceiling.py (a minimal pass-through pyfuse3
+      file system) in the same run, cold and warm; polyfs's figures as ratios to it
+      (targets: Zarr cold and warm >= 0.9 of the ceiling).
 """
 from __future__ import annotations
 
@@ -124,6 +128,36 @@ def native_copy(view_array: Path, dest: Path) -> Path:
     return dest
 
 
+def copy_tree(files: list[Path], top: Path, dest: Path) -> None:
+    """The view's files as plain local files (the pass-through's source)."""
+    for p in files:
+        out = dest / p.relative_to(top)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, out)
+
+
+class Ceiling:
+    """scripts/fuse_ceiling.py mounted over a directory, for the length of a ``with``."""
+
+    def __init__(self, source: Path, mountpoint: Path) -> None:
+        self.source, self.mnt = source, mountpoint
+
+    def __enter__(self) -> Path:
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "fuse_ceiling.py"),
+                                      str(self.source), str(self.mnt)])
+        deadline = time.time() + 30
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("fuse_ceiling.py did not mount")
+            time.sleep(0.05)
+        return self.mnt
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(["umount", str(self.mnt)], check=False)
+        self.proc.wait(timeout=30)
+
+
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
 
@@ -166,6 +200,18 @@ def main() -> None:
         t_native = tensorstore_read(t_native_path)
         t_view = min(t_view, tensorstore_read(zarr_arr))
         t_native = min(t_native, tensorstore_read(t_native_path))
+        copy_tree(shard_files, zarr_arr, work / "plain" / "zarr")
+        copy_tree(block_files, n5_arr, work / "plain" / "n5")
+        read_files([p for p in (work / "plain").rglob("*") if p.is_file()])  # in the page cache, like the store
+        with Ceiling(work / "plain", work / "ceiling") as cmnt:
+            c_shards = [cmnt / "zarr" / p.relative_to(zarr_arr) for p in shard_files]
+            c_blocks = [cmnt / "n5" / p.relative_to(n5_arr) for p in block_files]
+            cz_bytes, t_cz = read_files(c_shards)
+            cn_bytes, t_cn = read_files(c_blocks)
+            cz2_bytes, t_cz2 = read_files(c_shards)
+            cn2_bytes, t_cn2 = read_files(c_blocks)
+        cz, cz2 = mbps(cz_bytes, t_cz), mbps(cz2_bytes, t_cz2)
+        cn, cn2 = mbps(cn_bytes, t_cn), mbps(cn2_bytes, t_cn2)
         print()
         print(f"(a) direct chunk objects      {d1:8.0f} MB/s")
         print(f"    zarr shards via mount     {mbps(z_bytes, t_z):8.0f} MB/s   ratio {ratio(mbps(z_bytes, t_z), d1)}  (target >= 0.25)")
@@ -176,6 +222,17 @@ def main() -> None:
         print(f"(d) direct, second read       {d2:8.0f} MB/s")
         print(f"    zarr shards, second read  {mbps(z2_bytes, t_z2):8.0f} MB/s   ratio {ratio(mbps(z2_bytes, t_z2), d2)}  (target >= 0.7)")
         print(f"    n5 blocks, second read    {mbps(n2_bytes, t_n2):8.0f} MB/s   ratio {ratio(mbps(n2_bytes, t_n2), d2)}  (target >= 0.7)")
+        zc, zw = mbps(z_bytes, t_z), mbps(z2_bytes, t_z2)
+        nc, nw = mbps(n_bytes, t_n), mbps(n2_bytes, t_n2)
+        print("(e) pyfuse3 pass-through ceiling over the same files (cold = not in the FUSE page cache)")
+        print(f"    zarr shards cold          {cz:8.0f} MB/s   polyfs/ceiling {ratio(zc, cz)}  (target >= 0.9)"
+              f"   ceiling/direct {ratio(cz, d1)}")
+        print(f"    zarr shards warm          {cz2:8.0f} MB/s   polyfs/ceiling {ratio(zw, cz2)}  (target >= 0.9)"
+              f"   ceiling/direct {ratio(cz2, d2)}")
+        print(f"    n5 blocks cold            {cn:8.0f} MB/s   polyfs/ceiling {ratio(nc, cn)}"
+              f"   ceiling/direct {ratio(cn, d1)}")
+        print(f"    n5 blocks warm            {cn2:8.0f} MB/s   polyfs/ceiling {ratio(nw, cn2)}"
+              f"   ceiling/direct {ratio(cn2, d2)}")
     finally:
         subprocess.run([sys.executable, "-m", "polyfs", "umount", str(mnt)])
         if not args.workdir:
