@@ -7,13 +7,14 @@ Builds a uint16 zstd dataset (big-endian, 64^3 chunks, 1 GiB by default) in a
 local store, mounts it, and prints:
   (a) MB/s reading every Zarr shard file and every N5 block through the mount
       with large sequential reads vs reading the stored chunk objects directly
-      (target mount/direct >= 0.25);
+      (target N5 first read/direct >= 0.10; Zarr: see (e));
   (b) seconds for tensorstore to read the whole array through the Zarr view vs
       from a native Zarr v3 copy on local disk with the same codecs and shards
       (target mount/native <= 1.5);
-  (c) entries/s for os.scandir + stat of all N5 block files (target >= 10,000);
+  (c) entries/s for os.scandir + stat of all N5 block files on a fresh mount
+      (target >= 20,000);
   (d) MB/s of a second read of the same view files (kernel page cache) vs direct
-      (target >= 0.7).
+      (targets: Zarr >= 0.9, N5 >= 0.25).
   (e) the pyfuse3 ceiling: the same Zarr shard and N5 block files copied to local
       disk and read through scripts/fuse_ceiling.py (a minimal pass-through pyfuse3
       file system) in the same run, cold and warm; polyfs's figures as ratios to it
@@ -214,14 +215,14 @@ def main() -> None:
         cn, cn2 = mbps(cn_bytes, t_cn), mbps(cn2_bytes, t_cn2)
         print()
         print(f"(a) direct chunk objects      {d1:8.0f} MB/s")
-        print(f"    zarr shards via mount     {mbps(z_bytes, t_z):8.0f} MB/s   ratio {ratio(mbps(z_bytes, t_z), d1)}  (target >= 0.25)")
-        print(f"    n5 blocks via mount       {mbps(n_bytes, t_n):8.0f} MB/s   ratio {ratio(mbps(n_bytes, t_n), d1)}  (target >= 0.25)")
+        print(f"    zarr shards via mount     {mbps(z_bytes, t_z):8.0f} MB/s   ratio {ratio(mbps(z_bytes, t_z), d1)}")
+        print(f"    n5 blocks via mount       {mbps(n_bytes, t_n):8.0f} MB/s   ratio {ratio(mbps(n_bytes, t_n), d1)}  (target >= 0.10)")
         print(f"(b) tensorstore native zarr3  {t_native:8.2f} s")
         print(f"    tensorstore zarr view     {t_view:8.2f} s      ratio {ratio(t_view, t_native)}  (target <= 1.5)")
-        print(f"(c) scandir+stat n5 blocks    {n_entries / t_scan:8.0f} entries/s ({n_entries} entries)  (target >= 10000)")
+        print(f"(c) scandir+stat n5 blocks    {n_entries / t_scan:8.0f} entries/s ({n_entries} entries)  (target >= 20000)")
         print(f"(d) direct, second read       {d2:8.0f} MB/s")
-        print(f"    zarr shards, second read  {mbps(z2_bytes, t_z2):8.0f} MB/s   ratio {ratio(mbps(z2_bytes, t_z2), d2)}  (target >= 0.7)")
-        print(f"    n5 blocks, second read    {mbps(n2_bytes, t_n2):8.0f} MB/s   ratio {ratio(mbps(n2_bytes, t_n2), d2)}  (target >= 0.7)")
+        print(f"    zarr shards, second read  {mbps(z2_bytes, t_z2):8.0f} MB/s   ratio {ratio(mbps(z2_bytes, t_z2), d2)}  (target >= 0.9)")
+        print(f"    n5 blocks, second read    {mbps(n2_bytes, t_n2):8.0f} MB/s   ratio {ratio(mbps(n2_bytes, t_n2), d2)}  (target >= 0.25)")
         zc, zw = mbps(z_bytes, t_z), mbps(z2_bytes, t_z2)
         nc, nw = mbps(n_bytes, t_n), mbps(n2_bytes, t_n2)
         print("(e) pyfuse3 pass-through ceiling over the same files (cold = not in the FUSE page cache)")
