@@ -4,12 +4,16 @@
 worker thread. Stored ranges of one object are coalesced into one request;
 ranges of several objects are fetched in parallel. Produced bytes
 (transcoded chunks, gzip trailers) are cached in a bounded LRU and produced
-once even when several readers ask at the same time.
+once even when several readers ask at the same time. A reader going through a
+file in order gets the produced bytes ahead of it made in the background
+(``READAHEAD``), on the cores the FUSE loop does not use.
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Hashable
@@ -18,6 +22,9 @@ from .errors import ChunkChanged, ChunkMissing, NotFound
 from .vfile import LiteralPiece, Piece, ProducedPiece, RangePiece, VFile, coalesce
 
 log = logging.getLogger(__name__)
+
+READAHEAD = 16 << 20  # produced bytes made ahead of a sequential reader (twice the cache's share at most)
+AHEAD_THREADS = max(2, os.cpu_count() or 2)
 
 
 class ByteLRU:
@@ -69,6 +76,10 @@ class Reader:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="polyfs-fetch")
         self._inflight: dict[Hashable, Future] = {}
         self._inflight_lock = threading.Lock()
+        self._ahead_pool = ThreadPoolExecutor(AHEAD_THREADS, thread_name_prefix="polyfs-ahead")
+        self._ahead: weakref.WeakKeyDictionary[VFile, list[int]] = weakref.WeakKeyDictionary()
+        self._ahead_lock = threading.Lock()
+        self.readahead = min(READAHEAD, cache_bytes // 4)
         catalog = getattr(ctx, "catalog", None)
         if catalog is not None:
             catalog.chunk_listeners.append(self.forget_chunks)
@@ -79,6 +90,36 @@ class Reader:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._ahead_pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- readahead of produced bytes -------------------------------------------
+    def _read_ahead(self, vfile: VFile, offset: int, size: int) -> None:
+        """After a read that continues the previous one, have the producers of the
+        next ``readahead`` bytes run in the background (each once: the in-flight
+        table and the cache dedupe them). Random readers never trigger it."""
+        if self.readahead <= 0:
+            return
+        end = offset + size
+        with self._ahead_lock:
+            state = self._ahead.get(vfile)
+            if state is None:
+                self._ahead[vfile] = [end, end]
+                return
+            sequential = state[0] == offset
+            state[0] = end
+            if not sequential or state[1] >= end + self.readahead // 2 or end >= vfile.size:
+                return
+            start = max(state[1], end)
+            state[1] = end + self.readahead
+        for p in vfile.plan(start, end + self.readahead - start):
+            if isinstance(p, ProducedPiece) and self.cache.get(p.producer.cache_key) is None:
+                self._ahead_pool.submit(self._produce_quietly, p.producer)
+
+    def _produce_quietly(self, producer: Any) -> None:
+        try:
+            self.produced(producer)
+        except Exception as exc:  # noqa: BLE001 - the reader that needs it reports it
+            log.debug("readahead of %s failed: %s", producer.cache_key, exc)
 
     # -- producing ---------------------------------------------------------
     def produced(self, producer: Any) -> bytes:
@@ -207,11 +248,15 @@ class Reader:
         """The read, if it can be served without blocking (literal bytes, cached
         produced bytes, stored ranges already in the page cache); else None and
         the caller does :meth:`read` in a worker thread."""
-        return self._assemble(vfile.plan(offset, size), nowait=True)
+        out = self._assemble(vfile.plan(offset, size), nowait=True)
+        if out is not None:
+            self._read_ahead(vfile, offset, size)
+        return out
 
     def read(self, vfile: VFile, offset: int, size: int) -> bytes | bytearray:
         """Bytes ``[offset, offset+size)`` of a virtual file (short only at its end)."""
         pieces = vfile.plan(offset, size)
+        self._read_ahead(vfile, offset, size)
         if len(pieces) == 1 and isinstance(pieces[0], RangePiece) and self.store.concurrent_fetches:
             p = pieces[0]
             return self._fetch(p.key, p.start, p.length)

@@ -30,7 +30,7 @@ class Counting:
         return len(self.data)
 
     def produce(self, ctx):
-        self.calls.append(1)
+        self.calls.append(self.data[:1])
         return self.data
 
 
@@ -104,6 +104,44 @@ def test_produced_once_under_concurrency(store):
     for t in threads:
         t.join()
     assert out == [b"q" * 1000] * 8 and len(calls) == 1
+
+
+def _blocks(n: int, size: int, calls: list) -> VFile:
+    return VFile([Produced(Counting(bytes([i]) * size, calls)) for i in range(n)])
+
+
+def test_sequential_reads_have_what_follows_produced_ahead(store):
+    """A reader going through a file in order finds the next producers' bytes made
+    in the background; each producer still runs once."""
+    calls: list = []
+    vf = _blocks(64, 1000, calls)
+    r = Reader(Ctx(store), cache_bytes=1 << 20)
+    r.readahead = 8000
+    assert r.read(vf, 0, 1000) == b"\x00" * 1000
+    assert len(calls) == 1  # a first read is not yet a sequence
+    assert r.read(vf, 1000, 1000) == b"\x01" * 1000
+    r._ahead_pool.submit(lambda: None).result()
+    for _ in range(100):  # the pool has the next ones queued: wait for them
+        if len(calls) >= 10:
+            break
+        threading.Event().wait(0.01)
+    assert len(calls) == 10  # blocks 0, 1 and the 8000 bytes after them
+    for i in range(2, 20):
+        assert r.read(vf, i * 1000, 1000) == bytes([i]) * 1000
+    r._ahead_pool.shutdown(wait=True)
+    assert len(calls) == len(set(calls)) <= 20 + 8  # each once; no further than the window past the reader
+    assert r.cache.get(("count", bytes([19]) * 1000)) is not None
+
+
+def test_random_reads_produce_nothing_ahead(store):
+    calls: list = []
+    vf = _blocks(64, 1000, calls)
+    r = Reader(Ctx(store), cache_bytes=1 << 20)
+    r.readahead = 8000
+    for i in (5, 40, 12, 33, 2):
+        assert r.read(vf, i * 1000, 1000) == bytes([i]) * 1000
+    r._ahead_pool.shutdown(wait=True)
+    assert len(calls) == 5
 
 
 def test_lru_is_bounded():
