@@ -49,7 +49,7 @@ class MountConfig:
     shard_shape: str = ""  # "path:64x64x64;other/path:8x8" (per dataset, in chunks of the array)
     zarr_sharded: bool = True
     zarr_numcodecs: bool = False  # zero-copy numcodecs.* chains (zarr-python only) instead of spec codecs
-    tiff_level: int = 6
+    tiff_level: int = 0
     cache_mb: int = 256
     read_ahead_kb: int = 1024  # measured: sequential reads peak here, and metadata scans over-read less
     entry_timeout: float = 1.0

@@ -26,7 +26,7 @@ class ViewOptions:
     shard_shape: dict[str, list[int]] = field(default_factory=dict)  # per dataset path override
     zarr_sharded: bool = True  # False: one file per chunk (c/i/j/k)
     zarr_numcodecs: bool = False  # True: serve shuffle/fletcher32/bz2 chunks as stored, as numcodecs.* codecs
-    tiff_deflate_level: int = 6  # level of transcoded TIFF tiles
+    tiff_deflate_level: int = 0  # transcoded TIFF tiles: 0 = uncompressed (stat and first read need no encoding)
     transcode_cache_bytes: int = 256 << 20
 
 

@@ -99,8 +99,9 @@ def test_transcoded_size_is_measured_once_and_reads_are_deterministic(tmp_path):
     arr = smooth((40, 70, 90), ">f8")
     arr[:32, 32:64] = 0  # missing chunks
     blosc = Filter(BLOSC, (2, 2, 8, 0, 5, 1, 0))
-    ctx, reader, store, node = one_dataset("vol", arr, T.FloatType(8, ">"), (32, 32, 32), [blosc], skip_fill=True)
-    size = node.size()  # stat: transcodes to measure (allowed for transcoded TIFFs)
+    ctx, reader, store, node = one_dataset("vol", arr, T.FloatType(8, ">"), (32, 32, 32), [blosc], skip_fill=True,
+                                           tiff_deflate_level=6)
+    size = node.size()  # stat: transcodes to measure (deflated tiles only)
     n_chunks = len(ctx.catalog.chunk_index(ctx.catalog.load("/x.h5").resolve("/vol")))
     whole = [k for k, n in store.reads if n is None]
     assert sorted(set(whole)) == sorted(whole), "each chunk decoded once while measuring"
@@ -113,7 +114,7 @@ def test_transcoded_size_is_measured_once_and_reads_are_deterministic(tmp_path):
     store.reads.clear()
     again = read_node(node, reader)
     assert again == first and store.reads == []  # cached
-    # after eviction (a fresh reader, empty cache) zlib gives identical bytes
+    # after eviction (a fresh reader, empty cache) libdeflate gives identical bytes
     fresh = Reader(reader.ctx)
     assert read_node(node, fresh) == first
     path = tmp_path / "vol.tif"
@@ -135,11 +136,11 @@ def test_group_producer_checks_its_length():
     assert len(p.produce(ctx)) == p.length
 
 
-def test_level_zero_serves_uncompressed_tiles_without_measuring(tmp_path):
+def test_default_serves_uncompressed_tiles_without_measuring(tmp_path):
+    """Level 0 (the default): a stat decodes nothing, a first read only decodes."""
     arr = smooth((3, 50, 60), "<u2")
     blosc = Filter(BLOSC, (2, 2, 2, 0, 5, 1, 0))
-    ctx, reader, store, node = one_dataset("raw", arr, T.IntType(2, False), (3, 25, 30), [blosc],
-                                           tiff_deflate_level=0)
+    ctx, reader, store, node = one_dataset("raw", arr, T.IntType(2, False), (3, 25, 30), [blosc])
     size = node.size()
     assert [n for _, n in store.reads if n is None] == []  # nothing decoded to size the file
     data = read_node(node, reader)
@@ -199,7 +200,7 @@ def test_hsds_blosc_frames_under_a_deflate_declaration(tmp_path):
     """HSDS writes Blosc frames although the dataset says gzip: the view transcodes them."""
     arr = smooth((64, 48), "<u2")
     store = open_store("memory://tiff-hsds-blosc")
-    ctx, reader = make_ctx(store)
+    ctx, reader = make_ctx(store, tiff_deflate_level=1)
     codec = numcodecs.Blosc(cname="zlib", clevel=5, shuffle=1)
     with DomainWriter(ctx.catalog, "/h.h5") as w:
         ds = w.add_dataset(w.root, "img", T.IntType(2, False), Shape("simple", arr.shape), (32, 48),

@@ -18,12 +18,13 @@ the chunk dim if it is a multiple of 16; else one tile across the whole axis
 if it is short; else ``k * chunk`` (the smallest multiple of 16 made of whole
 chunks) up to :data:`MAX_TILE`; else the chunk dim rounded up to 16, where
 tiles straddle chunk edges and a chunk is decoded by up to 4 groups.
-Tiles are deflated at the mount's ``tiff_deflate_level`` (0 = stored
-uncompressed, Compression=1, whose sizes are known without transcoding).
-Deflated sizes are measured once, when the file is first sized (all groups,
-in parallel; only the sizes are kept): zlib is deterministic, so a group
-produced again after cache eviction has exactly the measured length (the
-reader checks it).
+Tiles are stored uncompressed by default (``tiff_deflate_level`` 0,
+Compression=1): their sizes are known from the shape, so a stat costs nothing
+and a first read only decodes. At levels 1-9 tiles are deflated with libdeflate
+(imagecodecs), whose sizes are measured once, when the file is first sized (all
+groups, in parallel; only the sizes are kept): libdeflate is deterministic, so
+a group produced again after cache eviction has exactly the measured length
+(the reader checks it).
 
 **Missing chunks** become tiles of the fill value: one encoded fill tile is
 stored once in the file and every missing tile points at it. Edge tiles are
@@ -34,11 +35,11 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Hashable
 
+import imagecodecs
 import numpy as np
 
 from ...codecs.pipeline import Pipeline
@@ -236,7 +237,7 @@ class TranscodePlan:
 
     # -- encoding -----------------------------------------------------------
     def encode(self, raw: bytes) -> bytes:
-        return raw if self.level == 0 else zlib.compress(raw, self.level)
+        return raw if self.level == 0 else imagecodecs.deflate_encode(raw, level=self.level)
 
     # -- groups ---------------------------------------------------------------
     def group_coords(self, gid: int) -> tuple[tuple[int, ...], int, int]:

@@ -44,7 +44,7 @@ from .tiles import plan_tiles, tiff_code, zero_copy
 log = logging.getLogger(__name__)
 
 
-def describe(ds: Dataset, pipe: Pipeline, level: int = 6) -> str:
+def describe(ds: Dataset, pipe: Pipeline, level: int = 0) -> str:
     """How the TIFF view serves a dataset whose effective pipeline is ``pipe``
     ("zero-copy", "transcoded (<why>) to deflate/uncompressed", "-" if not shown);
     pure: no store access (``polyfs info``)."""
