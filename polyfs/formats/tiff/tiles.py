@@ -146,6 +146,22 @@ def _ravel(coords: np.ndarray, dims: np.ndarray) -> np.ndarray:
     return out
 
 
+def _unravel_one(index: int, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """C-order coordinates of one linear index (numpy's unravel_index costs ~10 us a call)."""
+    out = []
+    for d in reversed(dims):
+        index, k = divmod(index, d)
+        out.append(k)
+    return tuple(reversed(out))
+
+
+def _ravel_one(coords: tuple[int, ...], dims: tuple[int, ...]) -> int:
+    out = 0
+    for k, d in zip(coords, dims):
+        out = out * d + k
+    return out
+
+
 # -- zero-copy ---------------------------------------------------------------------
 def zero_copy(ds: Dataset, idx: ChunkIndex | None, pipe: Pipeline) -> bool:
     """Are the stored chunks (or their planes) valid TIFF tiles? Pure: ``idx`` is not needed."""
@@ -244,8 +260,7 @@ class TranscodePlan:
         """(block coords, tile row, tile col) of group ``gid``."""
         rest, c = divmod(gid, self.geo.tiles_across)
         rest, r = divmod(rest, self.geo.tiles_down)
-        b = np.unravel_index(rest, self.bgrid) if self.bgrid else ()
-        return tuple(int(x) for x in b), r, c
+        return _unravel_one(rest, self.bgrid), r, c
 
     def group_pages(self, b: tuple[int, ...]) -> list[range]:
         return [range(bi * n, min((bi + 1) * n, extent)) for bi, n, extent in zip(b, self.block, self.geo.lead)]
@@ -261,7 +276,7 @@ class TranscodePlan:
         out = []
         for i in self._axis_chunks(r, 0):
             for j in self._axis_chunks(c, 1):
-                lin = int(np.ravel_multi_index((*lead_chunk, i, j), self.ds.grid))
+                lin = _ravel_one((*lead_chunk, i, j), self.ds.grid)
                 if self._exists(lin):
                     out.append((lin, i, j))
         return out
@@ -273,6 +288,17 @@ class TranscodePlan:
 
     def produce_tiles(self, ctx: Any, gid: int) -> list[bytes]:
         """The encoded tiles of one group, pages in C order."""
+        region = self.produce_region(ctx, gid)
+        return [self.encode(region[k].tobytes()) for k in range(region.shape[0])]
+
+    def produce_group(self, ctx: Any, gid: int) -> bytes:
+        """The group's tiles back to back (uncompressed: the region's bytes as they lie)."""
+        if self.level == 0:
+            return self.produce_region(ctx, gid).tobytes()
+        return b"".join(self.produce_tiles(ctx, gid))
+
+    def produce_region(self, ctx: Any, gid: int) -> np.ndarray:
+        """The raw (pages, tile rows, tile cols) of one group, fill value where no chunk is."""
         b, r, c = self.group_coords(gid)
         pages = self.group_pages(b)
         counts = tuple(len(p) for p in pages)
@@ -280,10 +306,12 @@ class TranscodePlan:
         ty, tx = self.geo.tile
         cy, cx = self.ds.chunks[-2:]
         region = np.empty((npg, ty, tx), dtype=self.dtype)
-        region[...] = self.fill_value
         y0, x0 = r * ty, c * tx
         plane_bytes = cy * cx * self.dtype.itemsize
-        for lin, i, j in self.sources(gid):
+        sources = self.sources(gid)
+        if not self._covers(sources, y0, x0):
+            region[...] = self.fill_value
+        for lin, i, j in sources:
             key = self.idx.key(lin)
             if self.pipe.is_identity:  # one page: read only its plane
                 within = [p.start % lc for p, lc in zip(pages, self.ds.chunks[:-2])]
@@ -304,7 +332,19 @@ class TranscodePlan:
             ys, ye = max(y0, i * cy), min(y0 + ty, (i + 1) * cy)
             xs, xe = max(x0, j * cx), min(x0 + tx, (j + 1) * cx)
             region[:, ys - y0:ye - y0, xs - x0:xe - x0] = block[:, ys - i * cy:ye - i * cy, xs - j * cx:xe - j * cx]
-        return [self.encode(region[k].tobytes()) for k in range(npg)]
+        return region
+
+    def _covers(self, sources: list[tuple[int, int, int]], y0: int, x0: int) -> bool:
+        """Do the chunks found fill the whole tile (so no fill value needs writing first)?
+        Tiles past the array's edge and tiles with a missing chunk do not."""
+        ty, tx = self.geo.tile
+        cy, cx = self.ds.chunks[-2:]
+        ny, nx = self.ds.grid[-2:]
+        if y0 + ty > ny * cy or x0 + tx > nx * cx:
+            return False
+        rows = range(y0 // cy, -(-(y0 + ty) // cy))
+        cols = range(x0 // cx, -(-(x0 + tx) // cx))
+        return len(sources) == len(rows) * len(cols)
 
     # -- layout ---------------------------------------------------------------
     def group_ids_of_tiles(self) -> tuple[np.ndarray, np.ndarray]:
@@ -406,7 +446,7 @@ class GroupProducer:
         return ("tiff-tiles", self.plan.ds.id, self.plan.serial, self.gid, self.length)
 
     def produce(self, ctx: Any) -> bytes:
-        return b"".join(self.plan.produce_tiles(ctx, self.gid))
+        return self.plan.produce_group(ctx, self.gid)
 
 
 class GroupRun(Segment):
