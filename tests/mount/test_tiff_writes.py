@@ -371,13 +371,14 @@ def test_tile_rewritten_in_place_changes_only_its_chunk(mount_store, imported):
     assert [c for c in after if after[c] != before[c]] == [(1, 1)]
     assert_everywhere(m, store, "raw", want["raw"])
 
-    # transcoded tiles (chunks two planes deep): the chunk is read, the plane laid over it
+    # transcoded tiles (chunks two planes deep, served uncompressed by default): the chunk
+    # is read, the plane laid over it
     before = chunk_bytes(store, "deep")
     with tifffile.TiffFile(view / "deep.tif", mode="r+b") as tif:
         page = tif.pages[3]
-        assert page.tile == (16, 16)
+        assert page.tile == (16, 16) and page.compression == 1
         tile = np.full((16, 16), 7, "u1")
-        _append_tile(tif, page, 4, zlib.compress(tile.tobytes()))  # tile row 1, column 1
+        _append_tile(tif, page, 4, tile.tobytes())  # tile row 1, column 1
     want["deep"][3, 16:32, 16:32] = 7
     after = chunk_bytes(store, "deep")
     assert [c for c in after if after[c] != before[c]] == [(1, 1, 1)]

@@ -94,15 +94,17 @@ def _tiles(data: bytes) -> dict[tuple[int, int], tuple[int, int]]:
 
 
 def _rewrite_tile(view: bytes, page: int, tile: int, raw: bytes) -> bytes:
-    """libtiff's way: the new tile appended, its offset and byte count entries rewritten."""
+    """libtiff's way: the new tile appended (in the page's compression), its offset and
+    byte count entries rewritten."""
     buf = io.BytesIO(view)
     with tifffile.TiffFile(buf) as tif:
         p = tif.pages[page]
         offsets, counts = list(p.dataoffsets), list(p.databytecounts)
+        data = zlib.compress(raw) if p.compression == 8 else raw
         at = len(view)
         buf.seek(at)
-        buf.write(zlib.compress(raw))
-        offsets[tile], counts[tile] = at, len(zlib.compress(raw))
+        buf.write(data)
+        offsets[tile], counts[tile] = at, len(data)
         p.tags["TileOffsets"].overwrite(offsets)
         p.tags["TileByteCounts"].overwrite(counts)
     return buf.getvalue()
