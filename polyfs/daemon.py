@@ -80,6 +80,17 @@ def preflight(cfg: config_mod.MountConfig) -> None:
         os.close(fd)
     except OSError as exc:
         raise MountError(f"cannot open /dev/fuse: {exc.strerror}") from None
+    if "allow_other" in cfg.fuse_options and os.geteuid() != 0 and not _user_allow_other():
+        raise MountError("allow_other needs 'user_allow_other' in /etc/fuse.conf when not mounting as root")
+
+
+def _user_allow_other(conf: str = "/etc/fuse.conf") -> bool:
+    """fusermount3 lets a non-root user mount with allow_other only if fuse.conf says so."""
+    try:
+        with open(conf) as f:
+            return any(line.split("#", 1)[0].strip() == "user_allow_other" for line in f)
+    except OSError:
+        return False
 
 
 def open_checked_store(cfg: config_mod.MountConfig):
@@ -91,6 +102,25 @@ def open_checked_store(cfg: config_mod.MountConfig):
     except PolyfsError as exc:
         raise MountError(f"cannot open store {cfg.store}: {one_line(exc)}") from None
     return store
+
+
+def settle_read_only(cfg: config_mod.MountConfig) -> str | None:
+    """A store that cannot be written (a read-only file system, a directory this user may not
+    write) is mounted read-only rather than refused: reads are what most mounts are for, and
+    every write then gets EROFS from the kernel instead of EIO from each failed put. Returns
+    the one warning line to show, or None when nothing changes."""
+    if cfg.read_only:
+        return None
+    from .store import open_store
+
+    try:
+        why = open_store(cfg.store, read_only=False).write_refusal()
+    except PolyfsError:
+        return None  # open_checked_store reports an unreachable store, with its reason
+    if why is None:
+        return None
+    cfg.read_only = True
+    return f"store {cfg.store} is not writable ({why}); mounting read-only"
 
 
 # -- logging and readiness --------------------------------------------------
@@ -175,8 +205,14 @@ def build_operations(cfg: config_mod.MountConfig, store=None):
 
         service = WriteService(ctx, Router(ctx.domains, ctx.catalog.load))
         budget = WriteBudget(max(1, cfg.write_buffer_mb) << 20, cfg.scratch_dir or None)
+    access = None
+    if "allow_other" in cfg.fuse_options:  # other local users reach the mount: domains' ACLs decide
+        from .fs.access import AccessGate, LocalUsers, catalog_loader
+
+        access = AccessGate(catalog_loader(ctx.catalog), ctx.catalog.generation,
+                            LocalUsers(os.getuid(), os.getgid()), ttl=cfg.domain_ttl)
     return Operations(root, reader, read_only=cfg.read_only, entry_timeout=cfg.entry_timeout,
-                      threads=cfg.threads, service=service, budget=budget)
+                      threads=cfg.threads, service=service, budget=budget, access=access)
 
 
 def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None) -> None:
@@ -224,8 +260,9 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
             log.info("unmounted %s", cfg.mountpoint)
 
 
-def _daemonize_and_wait(cfg: config_mod.MountConfig) -> int:
-    """Fork; the child mounts and reports through a pipe; the parent waits for it."""
+def _daemonize_and_wait(cfg: config_mod.MountConfig, warning: str | None = None) -> int:
+    """Fork; the child mounts and reports through a pipe; the parent waits for it
+    (``warning``: a start-up warning the parent showed, for the daemon's log too)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid > 0:
@@ -257,6 +294,8 @@ def _daemonize_and_wait(cfg: config_mod.MountConfig) -> int:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     setup_logging(cfg, daemon=True)
+    if warning:
+        log.warning("%s", warning)
 
     def ready() -> None:
         try:
@@ -289,10 +328,16 @@ def mount_command(args) -> int:
     cfg = config_mod.load(args)
     if cfg.foreground:
         setup_logging(cfg, daemon=False)
+        warning = settle_read_only(cfg)
+        if warning:
+            log.warning("%s", warning)
         run(cfg)
         return 0
     preflight(cfg)  # cheap checks before forking give the clearest errors
-    return _daemonize_and_wait(cfg)
+    warning = settle_read_only(cfg)
+    if warning:  # one line where the user looks (stderr), and in the daemon's log
+        print(f"polyfs: warning: {warning}", file=sys.stderr)
+    return _daemonize_and_wait(cfg, warning)
 
 
 def umount(mountpoint: str) -> None:

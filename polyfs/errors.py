@@ -61,6 +61,10 @@ class UnknownFilter(InvalidInput):
         super().__init__(f"{msg} ({where})" if where else msg)
 
 
+class NoCodec(UnsupportedType):
+    """Chunks under a filter no library here decodes (or encodes): EOPNOTSUPP."""
+
+
 class CodecError(InvalidInput):
     """A chunk whose bytes do not decode with the encoding it claims."""
 
@@ -102,6 +106,14 @@ class CrossDevice(PolyfsError):
     """A rename the store cannot do in place (tools then copy and delete)."""
 
 
+class AccessDenied(PolyfsError):
+    """A request the domain's HSDS ACLs do not allow its user (``allow_other`` mounts)."""
+
+
+class NoSpace(StoreError):
+    """The store's file system is full (or over quota): the write is refused whole."""
+
+
 # The one errno table. Order matters: the first matching class wins, so
 # subclasses come before their bases.
 _ERRNO_TABLE: tuple[tuple[type[BaseException], int], ...] = (
@@ -113,6 +125,8 @@ _ERRNO_TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (NotEmpty, _errno.ENOTEMPTY),
     (NotPermitted, _errno.EPERM),
     (CrossDevice, _errno.EXDEV),
+    (AccessDenied, _errno.EACCES),
+    (NoSpace, _errno.ENOSPC),
     (PreconditionFailed, _errno.EAGAIN),
     (ChunkMissing, _errno.EIO),
     (StoreError, _errno.EIO),

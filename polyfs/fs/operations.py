@@ -19,18 +19,21 @@ from typing import Any, Callable
 import pyfuse3
 import trio
 
-from ..errors import IsADirectory, NotADirectory, NotFound, ReadOnly
+from ..errors import AccessDenied, IsADirectory, NotADirectory, NotFound, ReadOnly
+from .access import AccessGate, DomainAccess
 from .errmap import fuse_errors
 from .overlay import PendingDir, PendingFile
 from .writeops import WriteHandle, WriteSide
 from ..reader import Reader
 from ..vfile import VFile
 from ..views.base import DirNode, FileNode, Node
+from ..views.root import DomainLocator
 from .inodes import ROOT_INODE, InodeEntry, InodeTable
 
 log = logging.getLogger(__name__)
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
+_LOOKUP = object()  # _node_attr: find the node's domain from its path
 
 
 @dataclass
@@ -53,7 +56,10 @@ class Operations(pyfuse3.Operations):
     enable_acl = False
 
     def __init__(self, root: DirNode, reader: Reader, read_only: bool = True, entry_timeout: float = 1.0,
-                 threads: int = 16, service: Any = None, budget: Any = None) -> None:
+                 threads: int = 16, service: Any = None, budget: Any = None,
+                 access: AccessGate | None = None) -> None:
+        """``access``: enforce domains' HSDS ACLs for other local users (``allow_other``
+        mounts; see access.py). None: every node is the daemon user's, as before."""
         super().__init__()
         self.inodes = InodeTable(root)
         self.reader = reader
@@ -67,6 +73,8 @@ class Operations(pyfuse3.Operations):
         self._fh_lock = threading.Lock()
         self._logged: set[tuple] = set()
         self.version = 0  # bumped when views may have re-rendered (nodes are resolved again)
+        self.acl = access
+        self.locator = DomainLocator(root) if access is not None else None
         self.writes: WriteSide | None = None if read_only or service is None else WriteSide(self, service, budget)
 
     # -- helpers ----------------------------------------------------------
@@ -110,6 +118,42 @@ class Operations(pyfuse3.Operations):
     def bump(self) -> None:
         self.version += 1
 
+    # -- permissions (access.py has the rules) -------------------------------------
+    def _domain_access(self, path: str) -> DomainAccess | None:
+        """The ACL-derived access of the domain ``path`` is under (None: no ACLs apply).
+        May read the domain's ``.domain.json``: on the FUSE loop only after ``_acl_warm``."""
+        if self.acl is None or self.locator is None:
+            return None
+        domain, _ = self.locator.locate(path)
+        return self.acl.get(domain) if domain is not None else None
+
+    def _acl_warm(self, path: str) -> bool:
+        """True when the attributes of ``path`` need no I/O for its domain's ACLs."""
+        if self.acl is None or self.locator is None:
+            return True
+        domain, _ = self.locator.locate(path)
+        return domain is None or self.acl.peek(domain) is not None
+
+    async def permit(self, path: str, action: str, ctx: Any) -> None:
+        """Raise :class:`AccessDenied` unless the requesting user may do ``action`` (an HSDS
+        ACL action) to the domain ``path`` is under. Outside every domain reading is free
+        and changes (making a new domain) are for root and the daemon's user only: a new
+        domain's ACLs would not name the user who made it."""
+        if self.acl is None or self.locator is None or ctx is None:
+            return  # no ACLs enforced (no allow_other), or the daemon itself asking
+        users = self.acl.users
+        if users.privileged(ctx.uid):
+            return
+        domain, _ = self.locator.locate(path)
+        if domain is None:
+            if action == "read":
+                return
+            raise AccessDenied(f"{path or '/'}: only the daemon's user makes new domains (uid {ctx.uid})")
+        acc = self.acl.peek(domain) or await self._thread(self.acl.get, domain)
+        if not acc.allows(users, ctx.uid, action):
+            who = users.name_of(ctx.uid) or f"uid {ctx.uid}"
+            raise AccessDenied(f"{path}: {who} has no {action} permission on domain {domain}")
+
     def volatile(self, path: str) -> bool:
         return self.writes is not None and self.writes.volatile(path)
 
@@ -136,7 +180,8 @@ class Operations(pyfuse3.Operations):
         """Attributes of a node (may compute a file's size: call from a thread)."""
         return self._node_attr(entry.node, entry.ino, entry.path)
 
-    def _node_attr(self, node: Node, ino: int, path: str = "") -> pyfuse3.EntryAttributes:
+    def _node_attr(self, node: Node, ino: int, path: str = "", acc: Any = _LOOKUP) -> pyfuse3.EntryAttributes:
+        """``acc``: the DomainAccess of ``path``'s domain when the caller knows it (listings)."""
         a = pyfuse3.EntryAttributes()
         a.st_ino = ino
         a.generation = 0
@@ -146,17 +191,19 @@ class Operations(pyfuse3.Operations):
         a.entry_timeout = timeout
         a.attr_timeout = timeout
         w = 0 if self.read_only else 0o200
+        if acc is _LOOKUP:
+            acc = self._domain_access(path) if path else None
         if node.is_dir:
-            a.st_mode = stat.S_IFDIR | 0o555 | w
+            a.st_mode = stat.S_IFDIR | (acc.mode(True, not self.read_only) if acc else 0o555 | w)
             a.st_nlink = 2
             a.st_size = 0
         else:
             assert isinstance(node, FileNode)
-            a.st_mode = stat.S_IFREG | 0o444 | w
+            a.st_mode = stat.S_IFREG | (acc.mode(False, not self.read_only) if acc else 0o444 | w)
             a.st_nlink = 1
             a.st_size = node.size()
-        a.st_uid = self.uid
-        a.st_gid = self.gid
+        a.st_uid = acc.uid if acc else self.uid
+        a.st_gid = acc.gid if acc else self.gid
         ns = int(node.mtime * 1e9)
         a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = ns
         a.st_blksize = 1 << 20
@@ -190,11 +237,12 @@ class Operations(pyfuse3.Operations):
 
     def _cheap_child(self, parent_ino: int, name: str) -> bool:
         """True when looking ``name`` up needs no I/O (loaded directory, known size)."""
-        parent = self.inodes.get(parent_ino).node
+        entry = self.inodes.get(parent_ino)
+        parent = entry.node
         if not isinstance(parent, DirNode) or not parent.ready():
             return False
         child = parent.entries().get(name)
-        return child is None or child.ready()
+        return (child is None or child.ready()) and self._acl_warm(self.inodes.child_path(entry, name))
 
     async def _refresh(self, entry: InodeEntry) -> None:
         """Re-resolve a node the views may have re-rendered since it was looked up."""
@@ -214,6 +262,7 @@ class Operations(pyfuse3.Operations):
         text = os.fsdecode(name)
         at = time.time()
         parent = self.inodes.get(parent_inode)
+        await self.permit(parent.path, "read", ctx)  # searching a domain's directory is reading it
         if parent.version != self.version:
             await self._refresh(parent)  # a directory re-rendered since: look up in the new one
         try:
@@ -238,14 +287,27 @@ class Operations(pyfuse3.Operations):
         entry = self.inodes.get(inode)
         if entry.version != self.version:
             await self._refresh(entry)
-        if entry.node.ready():
+        if entry.node.ready() and self._acl_warm(entry.path):
             return self._attr(entry)
         return await self._thread(self._attr, entry)
 
     @fuse_errors
     async def access(self, inode: int, mode: int, ctx) -> bool:
-        self.inodes.get(inode)
+        entry = self.inodes.get(inode)
         if mode & os.W_OK and self.read_only:
+            return False
+        if self.acl is None:
+            return True
+        if ctx is None or self.acl.users.privileged(ctx.uid):
+            return True
+        if mode & os.X_OK and not entry.node.is_dir:
+            return False  # no view file is executable
+        try:
+            if mode & (os.R_OK | os.X_OK):
+                await self.permit(entry.path, "read", ctx)
+            if mode & os.W_OK:
+                await self.permit(entry.path, "update", ctx)
+        except AccessDenied:
             return False
         return True
 
@@ -266,6 +328,7 @@ class Operations(pyfuse3.Operations):
         entry = self.inodes.get(inode)
         if not isinstance(entry.node, DirNode):
             raise NotADirectory(entry.path)
+        await self.permit(entry.path, "read", ctx)
         if entry.version != self.version:
             await self._refresh(entry)
         entries = entry.node.entries() if entry.node.ready() else await self._thread(entry.node.entries)
@@ -275,13 +338,28 @@ class Operations(pyfuse3.Operations):
                 entries = {**{k: v for k, v in extra.items() if k not in entries or isinstance(v, PendingFile)},
                            **{k: v for k, v in entries.items() if not isinstance(extra.get(k), PendingFile)}}
         names = sorted(entries.items())
-        return self._new_fh(_DirHandle(entry, names, all(node.ready() for _, node in names)))
+        ready = all(node.ready() for _, node in names) and self._acl_warm_below(entry, names)
+        return self._new_fh(_DirHandle(entry, names, ready))
+
+    def _acl_warm_below(self, entry: InodeEntry, names: list[tuple[str, Node]]) -> bool:
+        """``_acl_warm`` for every entry of a directory (once when the directory is in a domain)."""
+        if self.acl is None or self.locator is None:
+            return True
+        if self.locator.locate(entry.path)[0] is not None:
+            return self._acl_warm(entry.path)
+        return all(self._acl_warm(self.inodes.child_path(entry, name)) for name, _ in names)
 
     def _readdir_attrs(self, handle: _DirHandle, start: int, count: int) -> list:
         out = []
+        acc: Any = _LOOKUP
+        if self.locator is not None and self.locator.locate(handle.entry.path)[0] is not None:
+            try:
+                acc = self._domain_access(handle.entry.path)  # every entry is in the same domain
+            except Exception:  # noqa: BLE001 - each entry then reports its own failure below
+                acc = _LOOKUP
         for name, node in handle.names[start:start + count]:
             try:
-                attr = self._node_attr(node, 0, self.inodes.child_path(handle.entry, name))
+                attr = self._node_attr(node, 0, self.inodes.child_path(handle.entry, name), acc)
             except Exception as exc:  # an unreadable entry is still listed
                 log.error("cannot stat %s/%s: %s", handle.entry.path, name, exc)
                 attr = None
@@ -324,7 +402,10 @@ class Operations(pyfuse3.Operations):
             await self._refresh(entry)  # a domain being written: always the newest layout
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
+        if flags & os.O_ACCMODE != os.O_WRONLY:
+            await self.permit(entry.path, "read", ctx)
         if flags & _WRITE_FLAGS:
+            await self.permit(entry.path, "update", ctx)
             return await self._writer().open_write(entry, flags, ctx)
         assert isinstance(entry.node, FileNode)
         if self.writes is not None:

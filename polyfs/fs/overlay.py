@@ -27,6 +27,14 @@ writes; a read racing a write may see either side of it. A write that must fill 
 page from the base reads it under the file lock on the caller's thread
 (``needs_base`` says so beforehand, to move such writes off the event loop).
 
+Scratch I/O can fail (``scratch_dir`` full, ``ENOSPC``/``EDQUOT``/``EIO``). Such a
+failure is the failing write's error (:class:`ScratchFailed`, EIO) and, so that nothing
+half-written is ever stored, it **fails the file**: its pages and scratch space are
+freed at once, and every later write, read or flush of it gets EIO until it is truncated
+to nothing (``O_TRUNC``). A spill that fails keeps its victim pages in memory (their
+files are intact); the files written while the budget was over it, whose writes
+waited on that spill, are the ones failed.
+
 Flush hands the file to the write service (``open_reader()`` streams it); files it
 does not recognise (lock files, temporaries) stay here as scratch files until
 renamed onto a real name or unlinked. Directories made inside an array (``c/0/``)
@@ -43,7 +51,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
-from ..errors import PolyfsError
+from ..errors import PolyfsError, StoreError
 from ..writes.protocol import SourceReader
 from ..vfile import LiteralPiece, Segment, VFile
 from ..views.base import DirNode, FileNode, Node
@@ -64,6 +72,14 @@ class BaseFile(Protocol):
 
 class Discarded(PolyfsError):
     """A pending file used after :meth:`PendingFile.discard` (maps to EIO)."""
+
+
+class ScratchFailed(StoreError):
+    """The scratch file of a file being written could not be written or read (EIO)."""
+
+
+def _scratch_error(path: str, where: str | None, exc: OSError) -> ScratchFailed:
+    return ScratchFailed(f"{path}: scratch file in {where or tempfile.gettempdir()}: {exc.strerror or exc}")
 
 
 def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
@@ -90,6 +106,7 @@ class WriteBudget:
         self._used = 0
         self._spilled = 0
         self._told = False  # the first spill is logged once (an operator sizing write_buffer_mb)
+        self._pressing: set[PendingFile] = set()  # written while over the limit: waiting on a spill
 
     @property
     def used(self) -> int:
@@ -108,6 +125,8 @@ class WriteBudget:
             self._lru[(f, p)] = nbytes
             self._used += nbytes - old
             self.peak = max(self.peak, self._used)
+            if self._used > self.limit:
+                self._pressing.add(f)
 
     def _forget(self, f: PendingFile, p: int, spilled: int = 0) -> None:
         """Page ``p`` of ``f`` left memory; ``spilled`` bytes went to (or, < 0, left) scratch."""
@@ -124,10 +143,12 @@ class WriteBudget:
 
     def relieve(self) -> None:
         """Spill least recently written pages until ``used`` <= 90% of the limit.
-        The caller must hold no file lock."""
+        The caller must hold no file lock. If scratch space fails, the files written
+        while over the limit are failed (see the module docstring) and ScratchFailed raised."""
         while True:
             with self._lock:
                 if self._used <= self.limit:
+                    self._pressing.clear()
                     return
                 excess = self._used - self.limit * 9 // 10
                 victims = []
@@ -144,12 +165,29 @@ class WriteBudget:
             if tell:
                 log.info("files being written hold more than %d MiB: spilling pages to %s",
                          self.limit >> 20, self.scratch_dir or tempfile.gettempdir())
+            failure: OSError | None = None
             try:
                 for f, p in victims:
                     f._spill(p)
+            except OSError as exc:
+                failure = exc
             finally:
                 with self._lock:
                     self._claimed.difference_update(victims)
+            if failure is not None:
+                self._fail_pressing(failure)
+
+    def _fail_pressing(self, exc: OSError) -> None:
+        """Spilling failed: the files whose writes pushed memory past the limit lose their
+        unstored bytes (their writers get the error), which brings memory back down."""
+        with self._lock:
+            doomed, self._pressing = list(self._pressing), set()
+        err = _scratch_error("spilling", self.scratch_dir, exc)
+        log.error("files being written hold more than %d MiB and %s; failing %s", self.limit >> 20,
+                  err, ", ".join(sorted(f.path for f in doomed)) or "nothing")
+        for f in doomed:
+            f.fail(str(err))
+        raise err
 
 
 class _Live(Segment):
@@ -192,6 +230,7 @@ class PendingFile(FileNode):
         self._pages: dict[int, bytearray | int] = {}  # page no -> in memory | spilled length
         self._scratch: IO[bytes] | None = None
         self._gone = False
+        self._failed: str | None = None  # why a write of it was lost (scratch I/O): never stored
 
     # -- the node ----------------------------------------------------------------------------------
     def size(self) -> int:
@@ -222,12 +261,44 @@ class PendingFile(FileNode):
     def _check(self) -> None:
         if self._gone:
             raise Discarded(f"{self.path}: the file being written was discarded")
+        if self._failed is not None:
+            raise ScratchFailed(f"{self.path}: a write was lost ({self._failed}); nothing of this file "
+                                f"is stored: write it anew (O_TRUNC)")
 
     def _scratch_fd(self) -> int:
         """The scratch file's fd, made at first need (caller holds the lock)."""
         if self._scratch is None:  # lives until discard(); unlinked already
             self._scratch = tempfile.TemporaryFile(dir=self.budget.scratch_dir)  # noqa: SIM115
         return self._scratch.fileno()
+
+    @property
+    def failed(self) -> bool:
+        """Whether a write of this file was lost (every use but a truncate to 0 gets EIO)."""
+        return self._failed is not None
+
+    def fail(self, reason: str) -> None:
+        """A write of this file was lost: drop its pages and scratch space; later uses get EIO."""
+        with self.lock:
+            self._fail_locked(reason)
+
+    def _fail_locked(self, reason: str) -> None:
+        if self._gone or self._failed is not None:
+            return
+        self._failed = reason
+        self._release_data()
+
+    def _release_data(self) -> None:
+        """Drop every page and the scratch file (caller holds the lock)."""
+        for p in list(self._pages):
+            self._drop_page(p)
+        if self._scratch is not None:
+            try:
+                self._scratch.close()
+            except OSError:
+                pass
+            self._scratch = None
+        with self.budget._lock:
+            self.budget._pressing.discard(self)
 
     def _base_need(self, p: int, w0: int, w1: int) -> tuple[int, int] | None:
         """Page-relative base range to read before writing ``[w0, w1)`` into absent page ``p``."""
@@ -264,11 +335,16 @@ class PendingFile(FileNode):
             if end == off:
                 return 0  # POSIX: a write of nothing changes nothing
             pos = off
-            while pos < end:
-                p = pos // P
-                k = min(end, p * P + P) - pos
-                self._write_page(p, pos - p * P, view[pos - off:pos - off + k])
-                pos += k
+            try:
+                while pos < end:
+                    p = pos // P
+                    k = min(end, p * P + P) - pos
+                    self._write_page(p, pos - p * P, view[pos - off:pos - off + k])
+                    pos += k
+            except OSError as exc:  # scratch I/O: part of this write may be in, part not
+                err = _scratch_error(self.path, self.budget.scratch_dir, exc)
+                self._fail_locked(str(err))
+                raise err from None
             self._size = max(self._size, end)
             self.dirty = True
             self.mtime = time.time()
@@ -319,7 +395,10 @@ class PendingFile(FileNode):
                 elif page is not None:
                     k = min(b, p * P + page) - a
                     if k > 0:
-                        os.preadv(self._scratch_fd(), [view[a - off:a - off + k]], a)
+                        try:
+                            os.preadv(self._scratch_fd(), [view[a - off:a - off + k]], a)
+                        except OSError as exc:
+                            raise _scratch_error(self.path, self.budget.scratch_dir, exc) from None
                 elif a < min(b, self._base_limit):
                     e = min(b, self._base_limit)
                     if base_ranges and base_ranges[-1][1] == a:
@@ -335,7 +414,11 @@ class PendingFile(FileNode):
         if size < 0:
             raise ValueError("negative size")
         with self.lock:
+            if size == 0 and not self._gone and self._failed is not None:
+                self._failed = None  # written anew from nothing: usable again
             self._check()
+            if size == 0 and self._scratch is not None:
+                self._release_data()  # every page goes: so does the scratch space
             if size < self._size:
                 P = self._page
                 first = -(-size // P)  # pages starting at or past the new end
@@ -365,7 +448,7 @@ class PendingFile(FileNode):
             if self._gone or not isinstance(page, bytearray):
                 self.budget._forget(self, p)  # freed or spilled meanwhile
                 return
-            _pwrite_all(self._scratch_fd(), page, p * self._page)
+            _pwrite_all(self._scratch_fd(), page, p * self._page)  # on failure the page stays in memory
             self._pages[p] = len(page)
             self.budget._forget(self, p, len(page))
 
@@ -432,11 +515,7 @@ class PendingFile(FileNode):
             if self._gone:
                 return
             self._gone = True
-            for p in list(self._pages):
-                self._drop_page(p)
-            if self._scratch is not None:
-                self._scratch.close()
-                self._scratch = None
+            self._release_data()
 
 
 class PendingDir(DirNode):

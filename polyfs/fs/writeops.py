@@ -109,6 +109,11 @@ class FsCore(Protocol):
 
     def resolve(self, path: str) -> Node: ...
 
+    async def permit(self, path: str, action: str, ctx: Any) -> None:
+        """Raise ``AccessDenied`` unless the request's user may do ``action`` (an HSDS ACL
+        action) to the domain of ``path`` (access.py)."""
+        ...
+
     def bump(self) -> None:
         """Views may have re-rendered: nodes looked up before must be resolved again."""
         ...
@@ -277,6 +282,7 @@ class WriteSide:
         text = os.fsdecode(name)
         path = self.inodes.child_path(parent, text)
         self._writable(path)
+        await self.fs.permit(path, "update", ctx)  # a file's bytes, new or not, are data
         existing = await self.fs.run(self._lookup_node, parent, text)
         if existing is not None:
             if flags & os.O_EXCL:
@@ -335,6 +341,7 @@ class WriteSide:
         entry = self.inodes.get(inode)
         if fields.update_size:
             self._writable(entry.path)
+            await self.fs.permit(entry.path, "update", ctx)
             if entry.node.is_dir:
                 raise IsADirectory(entry.path)
             handle = self.fs.handle(fh) if fh is not None else None
@@ -358,6 +365,7 @@ class WriteSide:
         text = os.fsdecode(name)
         path = self.inodes.child_path(parent, text)
         self._writable(path)
+        await self.fs.permit(path, "create", ctx)
         if await self.fs.run(self._lookup_node, parent, text) is not None:
             raise FileExistsError(errno.EEXIST, path)
         await self.fs.run(self.service.mkdir, path)
@@ -375,6 +383,7 @@ class WriteSide:
         parent = self.inodes.get(parent_inode)
         path = self.inodes.child_path(parent, os.fsdecode(name))
         self._writable(path)
+        await self.fs.permit(path, "delete", ctx)
         if self.overlay.has_below(path):
             raise OSError(errno.ENOTEMPTY, path)
         known = isinstance(self.overlay.get(path), PendingDir)
@@ -403,6 +412,7 @@ class WriteSide:
         parent = self.inodes.get(parent_inode)
         path = self.inodes.child_path(parent, os.fsdecode(name))
         self._writable(path)
+        await self.fs.permit(path, "delete", ctx)
         node = self.overlay.get(path)
         if isinstance(node, PendingFile):
             self.overlay.drop(path)
@@ -446,6 +456,8 @@ class WriteSide:
         dst = self.inodes.child_path(new_parent, os.fsdecode(name_new))
         self._writable(src)
         self._writable(dst)
+        await self.fs.permit(src, "update", ctx)  # a file being written, published under its name
+        await self.fs.permit(dst, "update", ctx)
         node = self.overlay.get(src)
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{src} -> {dst}: only files being written can be renamed; tools copy instead")
@@ -477,6 +489,7 @@ class WriteSide:
         text = os.fsdecode(new_name)
         dst = self.inodes.child_path(parent, text)
         self._writable(dst)
+        await self.fs.permit(dst, "update", ctx)
         node = self.overlay.get(entry.path)
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{entry.path} -> {dst}: only files being written can be linked")

@@ -26,7 +26,7 @@ import numpy as np
 from ..codecs.filterspec import parse_filter_spec
 from ..formats.base import json_object
 from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, SHUFFLE, ZSTD, Filter
-from ..errors import CodecError, InvalidInput, PolyfsError, SourceError, UnknownFilter
+from ..errors import CodecError, InvalidInput, PolyfsError, ReadOnly, SourceError, StoreError, UnknownFilter
 from ..model import types as T
 from ..model import values
 from ..model.schema import Dataset
@@ -379,10 +379,12 @@ def read_json_object(f: Path) -> dict[str, Any]:
 @contextmanager
 def source_errors(err: Callable[[object], SourceError]) -> Iterator[None]:
     """Whatever reading a source raises becomes one SourceError (``err(cause)``) naming it:
-    polyfs's own errors by their message, library errors by their type and message."""
+    polyfs's own errors by their message, library errors by their type and message. The
+    store's own failures (a full disk, a read-only store) are not the source's fault and
+    keep their class, so the caller gets EIO/EROFS rather than EINVAL."""
     try:
         yield
-    except SourceError:
+    except (SourceError, StoreError, ReadOnly):
         raise
     except PolyfsError as exc:
         raise err(exc) from None

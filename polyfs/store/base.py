@@ -131,6 +131,11 @@ class Store(abc.ABC):
         removed or replaced by rename; None where the backend has none."""
         return None
 
+    def write_refusal(self) -> str | None:
+        """Why writes to this store would be refused as a whole (None: they would not, as
+        far as can be told without writing); a mount then serves it read-only."""
+        return "opened read-only" if self.read_only else None
+
     def exists(self, key: str) -> bool:
         from ..errors import NotFound
 

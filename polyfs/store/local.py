@@ -2,7 +2,10 @@
 
 Writes go to a temp file in the target directory, are fsync'ed, renamed over
 the key, and the directory is fsync'ed: a reader sees the old object or the
-new one, never a part, and an acknowledged write survives a crash.
+new one, never a part, and an acknowledged write survives a crash. A write
+that fails (``ENOSPC``, ``EDQUOT``, ``EIO``) leaves no temp file and no
+directory it made behind, and the old object as it was: a full disk costs the
+write, never the store's consistency.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Sequence
 
-from ..errors import ChunkChanged, NotFound, ReadOnly, StoreError
+from ..errors import ChunkChanged, NoSpace, NotFound, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
 
 _PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-put")  # fsyncs overlap, not queue
@@ -52,6 +55,16 @@ class LocalStore(Store):
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR):
             return NotFound(f"no object {key!r}")
         return StoreError(f"{key}: {exc.strerror or exc}")
+
+    def _write_error(self, key: str, what: str, exc: OSError) -> Exception:
+        """A failed write as a polyfs error (the errno table says what the caller gets);
+        a store that turned read-only under us (a remount) says so."""
+        if exc.errno == errno.EROFS:
+            return ReadOnly(f"store {self.url} is on a read-only file system ({key})")
+        text = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return NoSpace(f"{key}: {what}: {text} (store {self.root})")
+        return StoreError(f"{key}: {what}: {text}")
 
     # -- reads -----------------------------------------------------------
     def get(self, key: str) -> bytes:
@@ -143,10 +156,11 @@ class LocalStore(Store):
                 os.replace(tmp, path)
             except BaseException:
                 tmp.unlink(missing_ok=True)
+                self._prune(path.parent)
                 raise
             self._fsync_dir(path.parent)
         except OSError as exc:
-            raise StoreError(f"{key}: cannot write: {exc.strerror or exc}") from None
+            raise self._write_error(key, "cannot write", exc) from None
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Each object as :meth:`put` does (temp file, fsync, rename), the temp files written and
@@ -178,15 +192,28 @@ class LocalStore(Store):
             for tmp in temps:
                 if tmp is not None:
                     tmp.unlink(missing_ok=True)  # renamed ones are gone already
-            raise StoreError(f"{items[0][0]}...: cannot write {len(items)} objects: {exc.strerror or exc}") from None
+            for parent in {self._path(key).parent for key, _ in items}:
+                self._prune(parent)  # directories made for objects none of which landed
+            raise self._write_error(f"{items[0][0]}...", f"cannot write {len(items)} objects", exc) from None
 
     def _stage(self, item: tuple[str, bytes]) -> Path:
-        """A durable temp file beside the object's final name."""
+        """A durable temp file beside the object's final name. On failure nothing of it
+        stays: neither the temp file nor a directory made for it (an empty ``db/<root>/``
+        left by a full disk would read as an orphaned import to ``polyfs check``)."""
         key, data = item
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        for attempt in range(3):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                break
+            except FileNotFoundError:  # a concurrent delete pruned the directory just made
+                if attempt == 2:
+                    raise
+            except OSError:
+                self._prune(path.parent)
+                raise
         try:
             view = memoryview(data)
             while view:
@@ -196,9 +223,20 @@ class LocalStore(Store):
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
+            self._prune(path.parent)
             raise
         os.close(fd)
         return tmp
+
+    def _prune(self, directory: Path) -> None:
+        """Remove ``directory`` and its parents while they are empty, up to (not including)
+        the root: what a failed write made, or what a delete emptied."""
+        while directory != self.root and self.root in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError:
+                return
+            directory = directory.parent
 
     @staticmethod
     def _fsync_dir(path: Path) -> None:
@@ -216,15 +254,34 @@ class LocalStore(Store):
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise StoreError(f"{key}: cannot delete: {exc.strerror or exc}") from None
-        # Remove directories left empty, up to (not including) the root.
-        parent = path.parent
-        while parent != self.root:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            parent = parent.parent
+            raise self._write_error(key, "cannot delete", exc) from None
+        self._prune(path.parent)  # directories left empty, up to (not including) the root
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Every object under ``prefix``, and the directories that held them: a prefix emptied
+        by ``polyfs check --repair`` or an aborted import must not stay listed as a sub-prefix."""
+        n = super().delete_prefix(prefix)
+        directory, _, name_filter = self._split_prefix(prefix)
+        if not name_filter and directory != self.root and directory.is_dir():
+            for sub, _dirs, _files in os.walk(directory, topdown=False):
+                self._prune(Path(sub))
+        return n
+
+    def write_refusal(self) -> str | None:
+        """Why this store cannot be written, probed the way a write would be (root ignores
+        modes, so ``access()`` says little): a temp file made and removed in the root."""
+        if self.read_only:
+            return "opened read-only"
+        try:
+            if os.statvfs(self.root).f_flag & os.ST_RDONLY:
+                return "its file system is mounted read-only"
+            fd, name = tempfile.mkstemp(prefix=TMP_PREFIX, dir=self.root)
+            os.close(fd)
+            os.unlink(name)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                return f"{self.root}: {exc.strerror}"
+        return None  # writable (perhaps full: that is each write's error, not the mount's)
 
     # -- listings --------------------------------------------------------
     def _split_prefix(self, prefix: str) -> tuple[Path, str, str]:

@@ -226,6 +226,54 @@ class DomainList:
         self.refresh()
         return self._gen
 
+    def known(self) -> tuple[int, list[str]]:
+        """The list as last read, and its generation, without re-reading (no I/O)."""
+        with self._lock:
+            return self._gen, self._paths
+
+
+class DomainLocator:
+    """Which domain a mount path belongs to: ``zarr/a/b.zarr/g/x`` -> (``/a/b.h5``, ``g/x``).
+
+    Pure dictionary lookups over the domain list as last read (never I/O), rebuilt when
+    that list changes; used to decide permissions for every node under a domain's leaf."""
+
+    def __init__(self, root: DirNode) -> None:
+        self._views = {name: node for name, node in root.entries().items() if isinstance(node, DomainDir)}
+        first = next(iter(self._views.values()), None)
+        self.domains: DomainList | None = first.domains if first is not None else None
+        self._gen = -1
+        self._index: dict[tuple[str, ...], str] = {}
+        self._longest = 0
+        self._lock = threading.Lock()
+
+    def _current(self) -> dict[tuple[str, ...], str]:
+        if self.domains is None:
+            return {}
+        gen, paths = self.domains.known()
+        if gen != self._gen:
+            with self._lock:
+                index: dict[tuple[str, ...], str] = {}
+                for name, d in self._views.items():
+                    for path in paths:
+                        if domain_stem(path):
+                            key = (name, *view_parts(d.view.suffix, d.view.keeps, path))
+                            index.setdefault(key, path)
+                self._index, self._gen = index, gen
+                self._longest = max((len(k) for k in index), default=0)
+        return self._index
+
+    def locate(self, path: str) -> tuple[str | None, list[str]]:
+        """The domain ``path`` is in (None above every domain) and the components below
+        the domain's leaf (empty: ``path`` is the leaf itself)."""
+        parts = [p for p in path.split("/") if p]
+        index = self._current()
+        for i in range(2, min(len(parts), self._longest) + 1):
+            dom = index.get(tuple(parts[:i]))
+            if dom is not None:
+                return dom, parts[i:]
+        return None, []
+
 
 def build_root(ctx: ViewContext, views: list[str] | None = None, ttl: float = 5.0) -> DirNode:
     """The mount root: one DomainDir per view."""
