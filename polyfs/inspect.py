@@ -60,7 +60,12 @@ def human_bytes(n: int) -> str:
 def type_text(t: T.DType) -> str:
     if isinstance(t, T.Committed):
         return f"{type_text(t.type)} (committed {t.id})"
-    if isinstance(t, (T.IntType, T.FloatType)):
+    if isinstance(t, T.IntType):
+        plain = t.precision is None and not t.offset
+        return t.base if plain else f"{t.base} ({t.bits}-bit precision at bit {t.offset})"
+    if isinstance(t, T.FloatType):
+        return t.base if t.layout is None else f"{t.base} ({t.layout.precision}-bit precision)"
+    if isinstance(t, T.TimeType):
         return t.base
     if isinstance(t, T.EnumType):
         if t.is_bool:
@@ -92,6 +97,8 @@ def codec_text(p: Pipeline) -> str:
         elif f.id == BLOSC:
             b = f.blosc
             parts.append(f"blosc({b['cname']}, {b['clevel']}, shuffle={b['shuffle']})")
+        elif not f.known:  # opaque: carried as stored, with its parameters
+            parts.append(f"{f.name}{list(f.cd_values) if f.cd_values else ''}")
         else:
             parts.append(f.name)
     return "+".join(parts)

@@ -4,11 +4,15 @@ A :class:`Pipeline` is the ordered filters a dataset's chunk bytes were
 written with (HDF5 order: applied first to last on write, last to first on
 read). ``effective`` corrects the declared pipeline with what a chunk's bytes
 really are (HSDS Blosc frames under a ``gzip`` declaration).
+
+A pipeline holding an opaque filter (outside the translation table) is coded
+as a whole by :mod:`polyfs.codecs.opaque` (HDF5's own filters), which needs
+the stored element type and chunk shape: ``chunk`` carries them.
 """
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
@@ -21,13 +25,23 @@ from .sniff import blosc_filter_from_header, sniff
 
 
 @dataclass(frozen=True)
+class ChunkContext:
+    """What an opaque filter may depend on: the stored element type and chunk shape."""
+
+    dtype: Any  # model DType of the stored chunks
+    chunks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Pipeline:
     filters: tuple[Filter, ...] = ()
     itemsize: int = 1
+    chunk: ChunkContext | None = field(default=None, compare=False, hash=False, repr=False)
 
     # -- construction ------------------------------------------------------
     @classmethod
-    def from_json(cls, filters: Iterable[Mapping[str, Any]], itemsize: int, where: str = "") -> "Pipeline":
+    def from_json(cls, filters: Iterable[Mapping[str, Any]], itemsize: int, where: str = "",
+                  chunk: ChunkContext | None = None) -> "Pipeline":
         out = []
         for obj in filters or ():
             try:
@@ -36,13 +50,17 @@ class Pipeline:
                 raise UnknownFilter(exc.filter_id, where) from None
             if f is not None:
                 out.append(f)
-        p = cls(tuple(out), itemsize)
+        p = cls(tuple(out), itemsize, chunk)
         p._check()
         return p
 
     def _check(self) -> None:
         for f in self.filters:
-            f.spec  # raises UnknownFilter
+            f.spec  # every id has a row (opaque ones included)
+
+    def with_chunk(self, dtype: Any, chunks: Iterable[int]) -> "Pipeline":
+        """This pipeline, knowing the element type and chunk shape (for opaque filters)."""
+        return replace(self, chunk=ChunkContext(dtype, tuple(int(c) for c in chunks)))
 
     def to_json(self) -> list[dict[str, Any]]:
         return [filter_to_json(f) for f in self.filters]
@@ -56,6 +74,29 @@ class Pipeline:
     def compressor(self) -> Filter | None:
         comps = [f for f in self.filters if f.spec.compressor]
         return comps[-1] if comps else None
+
+    @property
+    def opaque(self) -> tuple[Filter, ...]:
+        """The filters outside the translation table (coded only by HDF5's own filters)."""
+        return tuple(f for f in self.filters if not f.known)
+
+    @property
+    def undecodable(self) -> str | None:
+        """Why chunks of this pipeline cannot be decoded here, or None when they can."""
+        if not self.opaque:
+            return None
+        from . import opaque
+
+        return opaque.why_not(self)
+
+    @property
+    def unencodable(self) -> str | None:
+        """Why chunks cannot be encoded here (writes, re-encoding on import), or None."""
+        if not self.opaque:
+            return None
+        from . import opaque
+
+        return opaque.why_not(self, encode=True)
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -72,6 +113,13 @@ class Pipeline:
     # -- coding ------------------------------------------------------------
     def decode(self, data: bytes, nbytes: int | None = None) -> bytes:
         """Decoded chunk bytes; ``nbytes`` (the expected size) is checked when given."""
+        if self.opaque:
+            from . import opaque
+
+            out = opaque.coder(self).decode(bytes(data))
+            if nbytes is not None and len(out) != nbytes:
+                raise CodecError(f"chunk decodes to {len(out)} bytes, expected {nbytes}")
+            return out
         buf: Any = data
         size = nbytes if nbytes is not None and self.ids[:-1] in ((), (SHUFFLE,)) else None
         try:
@@ -88,6 +136,10 @@ class Pipeline:
         return out
 
     def encode(self, raw: bytes) -> bytes:
+        if self.opaque:
+            from . import opaque
+
+            return opaque.coder(self).encode(bytes(raw))
         buf: Any = raw
         for f, codec in zip(self.filters, self._codecs):
             if f.id == DEFLATE:
@@ -97,7 +149,7 @@ class Pipeline:
         return bytes(buf) if not isinstance(buf, bytes) else buf
 
     def with_itemsize(self, itemsize: int) -> "Pipeline":
-        return Pipeline(self.filters, itemsize)
+        return Pipeline(self.filters, itemsize, self.chunk)
 
 
 def effective(declared: Pipeline, head: bytes | None, size: int | None = None) -> Pipeline:
@@ -107,7 +159,7 @@ def effective(declared: Pipeline, head: bytes | None, size: int | None = None) -
     Blosc shuffles internally and HSDS applies neither shuffle nor fletcher32
     outside it, so the frame alone is the whole pipeline.
     """
-    if head is None:
+    if head is None or declared.opaque:
         return declared
     kind = sniff(head, size)
     comp = declared.compressor
@@ -163,7 +215,10 @@ def gzip_member_bounds(member: bytes) -> tuple[int, int]:
         pos += 2 + int.from_bytes(member[pos:pos + 2], "little")
     for bit in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
         if flg & bit:
-            pos = member.index(b"\x00", pos) + 1
+            end = member.find(b"\x00", pos)
+            if end < 0:
+                raise CodecError("gzip member name or comment has no terminating NUL")
+            pos = end + 1
     if flg & 0x02:  # FHCRC
         pos += 2
     if pos > len(member) - 8:

@@ -5,6 +5,13 @@ write in the store's JSON (HSDS filter dicts), which numcodecs codec decodes
 it, and how the Zarr v3, N5 and TIFF views spell it, or ``None`` where a view
 cannot express it and must transcode. Views never hard-code a codec: they
 look it up here.
+
+A filter outside the table is *opaque*: its id, parameters, optional flag and
+HDF5 name are carried exactly (stored as HSDS spells a user filter,
+``{"class": "H5Z_FILTER_USER", "id": N, "name": ..., "parameters": [...]}``),
+so its chunks are kept as they are and the HDF5 view serves them unchanged.
+Decoding such chunks is :mod:`polyfs.codecs.opaque`'s business; ``spec_for``
+(the ``--codec`` check) still refuses ids polyfs cannot encode by itself.
 """
 from __future__ import annotations
 
@@ -27,10 +34,16 @@ class Filter:
     id: int
     cd_values: tuple[int, ...] = ()
     optional: bool = False
+    label: str = field(default="", compare=False)  # the HDF5 filter name (kept for opaque filters)
+
+    @property
+    def known(self) -> bool:
+        """In the translation table (else opaque: carried, decoded only through HDF5)."""
+        return self.id in _BY_ID
 
     @property
     def spec(self) -> "CodecSpec":
-        return spec_for(self.id)
+        return _BY_ID.get(self.id) or opaque_spec(self.id, self.label)
 
     @property
     def name(self) -> str:
@@ -67,6 +80,7 @@ class CodecSpec:
     tiff: int | None = None  # TIFF Compression tag value
     json_params: Callable[[Filter], dict] = field(default=lambda f: {})
     compressor: bool = True
+    opaque: bool = False  # outside the table: no numcodecs codec, no view spelling
 
 
 def _nc(name: str, **kw):
@@ -126,6 +140,26 @@ TABLE: tuple[CodecSpec, ...] = (
     ),
 )
 
+
+def _no_numcodec(f: Filter, itemsize: int) -> Any:
+    raise UnknownFilter(f.id)
+
+
+def opaque_spec(filter_id: int, label: str = "") -> CodecSpec:
+    """The row of a filter outside the table: carried as is, spelled by no view but HDF5.
+
+    Counted as a compressor: its output is not the raw chunk bytes.
+    """
+    short = label.split(";")[0].strip() if label else ""
+    if len(short) > 24:  # "SZ compressor/decompressor for floating-point data." -> "SZ"
+        short = short.split()[0]
+    name = f"{short or 'filter'} ({filter_id})" if short != str(filter_id) else f"filter {filter_id}"
+    return CodecSpec(int(filter_id), name, "H5Z_FILTER_USER", label, numcodec=_no_numcodec, opaque=True)
+
+
+# HDF5/JSON classes of filters outside the table that may come without an id
+JSON_CLASS_IDS = {"H5Z_FILTER_SZIP": SZIP, "H5Z_FILTER_LZF": 32000}
+
 _BY_ID = {s.id: s for s in TABLE}
 _BY_NAME = {s.name: s for s in TABLE} | {"gzip": _BY_ID[DEFLATE], "zlib": _BY_ID[DEFLATE],
                                          "bz2": _BY_ID[BZIP2], "blosclz": _BY_ID[BLOSC]}
@@ -152,6 +186,10 @@ def spec_by_name(name: str) -> CodecSpec:
 
 def filter_to_json(f: Filter) -> dict[str, Any]:
     """The HSDS filter dict for one filter."""
+    if not f.known:
+        out = {"class": "H5Z_FILTER_USER", "id": int(f.id), "name": f.label,
+               "parameters": [int(c) for c in f.cd_values]}
+        return out | {"optional": True} if f.optional else out
     s = f.spec
     name = s.json_name
     if f.id == BLOSC:
@@ -180,10 +218,20 @@ def filter_from_json(obj: Mapping[str, Any], itemsize: int) -> Filter | None:
         by_class = {s.json_class: s for s in TABLE if s.json_class != "H5Z_FILTER_USER"}
         if cls in by_class:
             fid = by_class[cls].id
+        elif cls in JSON_CLASS_IDS:
+            fid = JSON_CLASS_IDS[cls]
         elif obj.get("name"):
             fid = spec_by_name(str(obj["name"])).id
         else:
             raise UnknownFilter(cls or obj)
+    try:
+        fid = int(fid)
+    except (TypeError, ValueError):
+        raise UnknownFilter(fid) from None
+    if fid not in _BY_ID:  # opaque: carried exactly
+        params = obj.get("parameters")
+        cd = tuple(int(p) for p in params) if isinstance(params, list) else ()
+        return Filter(fid, cd, bool(obj.get("optional", False)), str(obj.get("name") or ""))
     spec = spec_for(fid)
     if "parameters" in obj and isinstance(obj["parameters"], list):
         cd = tuple(int(p) for p in obj["parameters"])

@@ -49,6 +49,7 @@ class Format:
     has_ingest: bool = False  # ``ingest.py`` provides ``make_ingester``: the view takes writes
     source_suffixes: tuple[str, ...] = ()  # file-name suffixes of sources (default domain names)
     keeps_names: tuple[str, ...] = ()  # domains named so show under their own name ("x.nc", not "x.nc.h5")
+    runs_filters: bool = False  # ``filters.py``: codes chunks under filters outside the table (opaque)
 
     def _module(self, name: str) -> ModuleType:
         return importlib.import_module(f"{self.package}.{name}")
@@ -58,6 +59,10 @@ class Format:
 
     def source(self) -> SourceModule:
         return self._module("source")  # type: ignore[return-value]
+
+    def filter_runner(self) -> ModuleType:
+        """The ``filters`` module: ``why_not(pipe, encode)`` and ``coder(pipe)``."""
+        return self._module("filters")
 
     def ingester_factory(self) -> Callable[..., Any]:
         return self._module("ingest").make_ingester  # type: ignore[no-any-return]

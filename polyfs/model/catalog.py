@@ -56,8 +56,8 @@ class Catalog:
         data = self.store.get(key)
         try:
             return json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SchemaError(f"{key}: not valid JSON ({exc})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise SchemaError(f"{key}: not valid JSON ({type(exc).__name__}: {exc})") from None
 
     def put_json(self, key: str, obj: Any) -> None:
         self.store.put(key, dumps(obj))
@@ -289,7 +289,8 @@ class Catalog:
                 log.warning("cannot drop the stale chunk index of %s: %s", did, exc)
 
     def declared_pipeline(self, dataset: Dataset) -> Pipeline:
-        return Pipeline.from_json(dataset.filters, _filter_itemsize(dataset), where=f"dataset {dataset.id}")
+        p = Pipeline.from_json(dataset.filters, _filter_itemsize(dataset), where=f"dataset {dataset.id}")
+        return p.with_chunk(dataset.type, dataset.chunks) if p.opaque else p  # opaque filters need both
 
     def pipeline(self, dataset: Dataset) -> Pipeline:
         """The filters the stored bytes really need (declared, corrected by a sniff)."""

@@ -138,7 +138,7 @@ class DomainEditor:
             chunks = tuple(int(c) for c in chunks)
             if len(chunks) != len(dims) or any(c <= 0 for c in chunks) or any(d < 0 for d in dims):
                 raise InvalidInput(f"chunk shape {list(chunks)} does not fit shape {list(dims)}")
-            pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize)
+            pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks)
             pipeline._check()
             t = now()
             props: dict[str, Any] = {}

@@ -9,6 +9,7 @@ view) or back (import) goes through here.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from ..errors import InvalidInput
 from .types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType, ReferenceType,
-                    StringType, VlenType, resolved)
+                    StringType, TimeType, VlenType, is_raw, resolved)
 from .schema import Shape
 
 REF_PREFIXES = {"g": "groups/", "d": "datasets/", "t": "datatypes/"}
@@ -39,6 +40,55 @@ def ref_from_json(value: Any) -> str | None:
     return text.split("/", 1)[1] if "/" in text else text
 
 
+def raw_to_int(t: IntType | TimeType, raw: bytes) -> int:
+    """The integer held by the HDF5 bytes of a raw integer or time element
+    (its ``precision`` bits from ``offset``, sign-extended when signed)."""
+    word = int.from_bytes(bytes(raw), "big" if t.byteorder == ">" else "little")
+    offset = getattr(t, "offset", 0)
+    bits = t.bits
+    v = (word >> offset) & ((1 << bits) - 1)
+    if getattr(t, "signed", False) and v >> (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def int_to_raw(t: IntType | TimeType, value: int) -> bytes:
+    """The HDF5 bytes of a raw integer or time element (pad bits as the type says)."""
+    offset = getattr(t, "offset", 0)
+    bits = t.bits
+    word = (int(value) & ((1 << bits) - 1)) << offset
+    lo, hi = getattr(t, "pad", (0, 0))
+    if lo:
+        word |= (1 << offset) - 1
+    if hi:
+        word |= ((1 << (8 * t.size)) - 1) ^ ((1 << (offset + bits)) - 1)
+    return word.to_bytes(t.size, "big" if t.byteorder == ">" else "little")
+
+
+def region_to_json(x: Any) -> Any:
+    """A region reference element (HSDS-style JSON text in the chunks) as HDF5/JSON's
+    ``{"id": "datasets/d-...", "class": "H5S_SEL_...", "selection": ...}`` (None if null)."""
+    if isinstance(x, dict) or x is None:
+        return x
+    b = bytes(x) if isinstance(x, (bytes, np.bytes_, memoryview)) else str(x).encode("utf-8")
+    b = b.rstrip(b"\0")
+    if not b:
+        return None
+    try:
+        return json.loads(b)
+    except ValueError:
+        raise InvalidInput(f"region reference {b[:60]!r} is not JSON") from None
+
+
+def region_from_json(v: Any) -> bytes:
+    """A region reference as the chunks hold it: compact JSON text (``b""`` for null)."""
+    if v is None or v == "" or v == b"":
+        return b""
+    if isinstance(v, (bytes, str)):
+        v = region_to_json(v.encode("utf-8") if isinstance(v, str) else v)
+    return json.dumps(v, separators=(",", ":"), sort_keys=True).encode("ascii")
+
+
 def _decode_text(b: bytes, charset: str) -> str:
     try:
         return b.decode("utf-8" if charset == "utf8" else "ascii")
@@ -59,6 +109,8 @@ def _encode_text(s: Any, charset: str) -> bytes:
 def element_from_json(t: DType, v: Any) -> Any:
     """One element as numpy wants it for ``t.numpy()``."""
     t = resolved(t)
+    if is_raw(t):
+        return _raw_from_json(t, v)
     if isinstance(t, EnumType):
         if t.is_bool:
             return bool(v)
@@ -70,25 +122,38 @@ def element_from_json(t: DType, v: Any) -> Any:
     if isinstance(t, StringType):
         if t.length is None:
             return v if isinstance(v, (str, bytes)) else ("" if v is None else str(v))
-        return _encode_text(v, t.charset)
+        b = _encode_text(v, t.charset)
+        return b.ljust(t.length, b" ") if t.pad == "spacepad" else b  # space padding is part of the value
     if isinstance(t, CompoundType):
         if isinstance(v, dict):
             v = [v[n] for n, _ in t.fields]
         return tuple(element_from_json(ft, fv) for (_, ft), fv in zip(t.fields, v))
     if isinstance(t, ArrayType):
-        arr = np.empty(t.dims, dtype=t.base.numpy())
-        flat = np.asarray(v, dtype=object).reshape(-1) if not t.base.is_vlen else _flatten(v)
+        arr = np.zeros(t.dims, dtype=t.base.numpy())
+        if t.base.is_vlen:
+            flat = _flatten(v)
+        elif isinstance(resolved(t.base), CompoundType):  # a member is a list too: only the array's dims
+            flat = _flatten_to_rank(v.tolist() if isinstance(v, np.ndarray) else v, len(t.dims))
+        else:
+            flat = np.asarray(v, dtype=object).reshape(-1)
         for i, x in enumerate(flat):
             arr.flat[i] = element_from_json(t.base, x)
         return arr
     if isinstance(t, ReferenceType):
         if t.kind == "region":
-            return v if isinstance(v, bytes) else _encode_text(v or "", "ascii")
+            return region_from_json(v)
         return _encode_text(ref_to_json(ref_from_json(v)), "ascii")
     if isinstance(t, OpaqueType):
         return base64.b64decode(v) if v else b""
     if isinstance(t, VlenType):
-        return np.asarray([element_from_json(t.base, x) for x in (v or [])], dtype=t.base.numpy())
+        items = [element_from_json(t.base, x) for x in (v or [])]
+        dt = t.base.numpy()
+        if not has_gaps(dt):
+            return np.asarray(items, dtype=dt)
+        out = np.zeros(len(items), dtype=dt)  # padded compounds: zero padding
+        for i, x in enumerate(items):
+            out[i] = x
+        return out
     raise InvalidInput(f"cannot convert a value of type {t}")
 
 
@@ -101,8 +166,30 @@ def _flatten(v: Any) -> list:
     return [v]
 
 
+def _raw_from_json(t: DType, v: Any) -> bytes:
+    """Raw atomic types: integers and times are JSON numbers, floats numpy has no type
+    for are base64 of their HDF5 bytes (no JSON number holds an 80-bit value exactly)."""
+    base = t.base if isinstance(t, EnumType) else t
+    if isinstance(base, FloatType):
+        raw = base64.b64decode(v) if isinstance(v, str) and v else b""
+        if len(raw) != base.size:
+            raise InvalidInput(f"a {8 * base.size}-bit float value must be base64 of {base.size} bytes: {v!r}")
+        return raw
+    return int_to_raw(base, int(v))  # type: ignore[arg-type]
+
+
+def _raw_to_json(t: DType, x: Any) -> Any:
+    base = t.base if isinstance(t, EnumType) else t
+    raw = x.tobytes() if isinstance(x, (np.void, np.ndarray)) else bytes(x)
+    if isinstance(base, FloatType):
+        return base64.b64encode(raw).decode("ascii")
+    return raw_to_int(base, raw)  # type: ignore[arg-type]
+
+
 def element_to_json(t: DType, x: Any) -> Any:
     t = resolved(t)
+    if is_raw(t):
+        return _raw_to_json(t, x)
     if isinstance(t, EnumType):
         return bool(x) if t.is_bool else int(x)
     if isinstance(t, IntType):
@@ -124,7 +211,7 @@ def element_to_json(t: DType, x: Any) -> Any:
         return _nested(arr, lambda e: element_to_json(t.base, e))
     if isinstance(t, ReferenceType):
         if t.kind == "region":
-            return _decode_text(bytes(x), "ascii") if isinstance(x, (bytes, np.bytes_)) else x
+            return region_to_json(x)
         return ref_to_json(ref_from_json(x))
     if isinstance(t, OpaqueType):
         b = bytes(x)
@@ -154,7 +241,7 @@ def to_numpy(t: DType, shape: Shape, value: Any) -> np.ndarray:
     dims = shape.array_shape
     if shape.kind == "null":
         return np.empty((0,), dtype=dt)
-    out = np.empty(dims, dtype=dt)
+    out = np.zeros(dims, dtype=dt)  # compound padding: zero bytes
     if shape.kind == "scalar":
         v = value[0] if isinstance(value, list) and len(value) == 1 and not _is_compound_list(t, value) else value
         out[()] = element_from_json(t, v)
@@ -214,7 +301,7 @@ def fill_array(t: DType, fill_json: Any, shape: tuple[int, ...]) -> np.ndarray:
         return out
     if fill_json is None:
         return np.zeros(shape, dtype=dt)
-    out = np.empty(shape, dtype=dt)
+    out = np.zeros(shape, dtype=dt)  # compound padding: zero bytes
     out[...] = element_from_json(t, fill_json)
     return out
 
@@ -222,3 +309,31 @@ def fill_array(t: DType, fill_json: Any, shape: tuple[int, ...]) -> np.ndarray:
 def fill_bytes(t: DType, fill_json: Any) -> bytes:
     """One element of the fill value as stored bytes (fixed-size types)."""
     return fill_array(t, fill_json, ()).tobytes()
+
+
+def has_gaps(dt: np.dtype) -> bool:
+    """True when some bytes of a ``dt`` element belong to no field (padded compounds)."""
+    dt = np.dtype(dt)
+    if dt.subdtype is not None:
+        return has_gaps(dt.subdtype[0])
+    if dt.names is None:
+        return False
+    spans = sorted((dt.fields[n][1], dt.fields[n][0]) for n in dt.names)
+    end = 0
+    for offset, ft in spans:
+        if offset != end or has_gaps(ft):
+            return True
+        end = offset + ft.itemsize
+    return end != dt.itemsize
+
+
+def as_layout(arr: Any, dt: np.dtype) -> np.ndarray:
+    """``arr`` as a C-contiguous array of ``dt`` (fields assigned by position). Converted
+    into a padded compound layout, the padding bytes are zero, never left uninitialized."""
+    arr = np.asarray(arr)
+    dt = np.dtype(dt)
+    if arr.dtype == dt or not has_gaps(dt):
+        return np.ascontiguousarray(arr, dtype=dt)
+    out = np.zeros(arr.shape, dtype=dt)
+    out[...] = arr
+    return out

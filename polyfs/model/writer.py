@@ -123,7 +123,7 @@ class DomainWriter:
         if parent is not None and name:
             self._link(parent, name, Link(name, "hard", id=ds.id, created=t))
         self.datasets[ds.id] = ds
-        self._pipelines[ds.id] = pipeline
+        self._pipelines[ds.id] = pipeline.with_chunk(dtype, chunks)  # opaque filters need both
         return ds
 
     def link_hard(self, parent: Group, name: str, target: Group | Dataset | Datatype) -> None:
@@ -175,12 +175,12 @@ class DomainWriter:
             dt = ds.type.numpy()
             if dt.subdtype is not None:  # array types: numpy folds their dims into the shape
                 dt = dt.subdtype[0]
-            raw = np.ascontiguousarray(block, dtype=dt).tobytes()
+            raw = values.as_layout(block, dt).tobytes()  # padded compounds: zero padding
         p = self._pipelines[ds.id]
         if p.filters and p.filters[-1].id == DEFLATE:
             # the CRC32 a spliced gzip member needs is that of the bytes entering the final
             # deflate (after shuffle, if any), not of the raw chunk
-            inner = Pipeline(p.filters[:-1], p.itemsize).encode(raw) if len(p.filters) > 1 else raw
+            inner = Pipeline(p.filters[:-1], p.itemsize, p.chunk).encode(raw) if len(p.filters) > 1 else raw
             return Pipeline(p.filters[-1:], p.itemsize).encode(inner), zlib.crc32(inner)
         return p.encode(raw), None
 

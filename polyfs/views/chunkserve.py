@@ -33,7 +33,7 @@ import numpy as np
 
 from ..codecs.pipeline import GZIP_HEADER, ZLIB_HEADER_LEN, ZLIB_TRAILER_LEN, Pipeline, gzip_trailer
 from ..codecs.registry import DEFLATE
-from ..errors import ChunkMissing, CodecError
+from ..errors import ChunkMissing, CodecError, PolyfsError
 from ..model.chunks import ChunkIndex
 from ..model.schema import Dataset
 from ..vfile import ChunkRun, Produced, Segment
@@ -111,6 +111,30 @@ def gzip_spliced(head: bytes = b"", vlen: bool = False) -> Recipe:
 
 def transcoded(transcoding: Transcoding, reason: str) -> Recipe:
     return Recipe("transcode", transcoding=transcoding, reason=reason)
+
+
+def opaque_reason(pipe: Pipeline, view: str) -> str:
+    """Why a view transcodes chunks under filters outside the table (HDF5 decodes them)."""
+    return f"{', '.join(f.name for f in pipe.opaque)}: no {view} codec"
+
+
+_LEFT_OUT: set[tuple[str, str]] = set()
+
+
+def left_out(view: str, where: str, ds: Dataset, ctx: Any, log: Any) -> bool:
+    """True when no library here decodes ``ds``'s chunks (an opaque filter without a
+    plugin): the view leaves the dataset out, said in one log line per view and dataset.
+    Pure: the declared filters alone decide (no chunk is read)."""
+    try:
+        why = ctx.catalog.declared_pipeline(ds).undecodable
+    except PolyfsError:  # filters that do not parse: the view's own error path names them
+        return False
+    if why is None:
+        return False
+    if (view, ds.id) not in _LEFT_OUT:
+        _LEFT_OUT.add((view, ds.id))
+        log.warning("%s: %s not shown: %s", view, where, why)
+    return True
 
 
 def deflate_last(pipe: Pipeline) -> bool:

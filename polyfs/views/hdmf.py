@@ -54,7 +54,7 @@ from ..model import values
 from ..model.schema import Attribute, Dataset, Group, Link
 from ..model.tree import DomainModel, Entry
 from ..model.types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType,
-                           ReferenceType, StringType, VlenType, has_reference, resolved)
+                           ReferenceType, StringType, VlenType, has_reference, is_raw, resolved)
 from .base import DirNode, Node, literal_file
 from .root import domain_stem
 
@@ -93,8 +93,14 @@ def json_safe(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> bytes:
-    """The bytes of a metadata document (strict JSON, UTF-8, indented)."""
-    return (json.dumps(json_safe(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n").encode("utf-8")
+    """The bytes of a metadata document (strict JSON, UTF-8, indented). Text that is no
+    valid Unicode (an HDF5 "UTF-8" string holding other bytes, kept as surrogates) is
+    written with ASCII escapes instead, which every JSON reader parses back."""
+    safe = json_safe(obj)
+    try:
+        return (json.dumps(safe, indent=2, allow_nan=False, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(safe, indent=2, allow_nan=False, ensure_ascii=True) + "\n").encode("ascii")
 
 
 # -- references -----------------------------------------------------------------------
@@ -109,6 +115,8 @@ def ref_json(obj_id: str | None, paths: Mapping[str, str]) -> dict | None:
 def element_json(t: DType, x: Any, paths: Mapping[str, str]) -> Any:
     """One element (as numpy holds it for ``t.numpy()``) as JSON."""
     t = resolved(t)
+    if is_raw(t):
+        return values.element_to_json(t, x)  # integers, or base64 of a float's HDF5 bytes
     if isinstance(t, EnumType):
         return bool(x) if t.is_bool else int(x)
     if isinstance(t, IntType):
@@ -314,7 +322,8 @@ class ZarrType:
     ``inner`` are trailing dimensions an HDF5 array type adds to the shape;
     ``stored``/``served`` are the numpy element layouts of the stored bytes
     and of what Zarr decodes (they differ only for structured types with
-    big-endian fields: Zarr structured fields are little-endian).
+    big-endian fields or padding: Zarr structured fields are little-endian and
+    packed, so a padded compound is served packed, transcoded).
     """
 
     data_type: Any
@@ -323,6 +332,7 @@ class ZarrType:
     inner: tuple[int, ...] = ()
     stored: np.dtype | None = None
     served: np.dtype | None = None
+    space_padded: bool = False  # fixed strings whose trailing spaces are padding (served as NULs)
 
     @property
     def needs_swap(self) -> bool:
@@ -331,6 +341,8 @@ class ZarrType:
 
 def _numeric_name(t: DType) -> str | None:
     t = resolved(t)
+    if not t.is_numeric and not isinstance(t, EnumType):
+        return None  # bit layouts numpy has no type for (odd sizes, partial precision, long double)
     if isinstance(t, EnumType):
         return "bool" if t.is_bool else _numeric_name(t.base)
     if isinstance(t, IntType):
@@ -371,7 +383,7 @@ def complex_name(t: CompoundType) -> str | None:
     (two floats of one size and byte order: the same bytes as numpy's complex)."""
     names = tuple(n for n, _ in t.fields)
     kinds = [resolved(ft) for _, ft in t.fields]
-    if names not in COMPLEX_FIELDS or not all(isinstance(k, FloatType) for k in kinds):
+    if t.offsets is not None or names not in COMPLEX_FIELDS or not all(isinstance(k, FloatType) for k in kinds):
         return None
     a, b = kinds
     if a.size != b.size or a.order != b.order or a.size not in (4, 8):
@@ -397,7 +409,7 @@ def zarr_type(t: DType) -> ZarrType:
                 raise UnsupportedType("arrays of variable-length strings have no Zarr form")
             return ZarrType("string", "vlen", None)
         return ZarrType({"name": "null_terminated_bytes", "configuration": {"length_bytes": t.length}},
-                        "fixed", None, inner)
+                        "fixed", None, inner, space_padded=t.pad == "spacepad")
     if isinstance(t, OpaqueType):
         return ZarrType({"name": "raw_bytes", "configuration": {"length_bytes": t.size}}, "fixed", None, inner)
     if isinstance(t, ReferenceType):

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..codecs.pipeline import Pipeline, gzip_to_zlib, strip_crc32c
 from ..codecs.registry import BLOSC, DEFLATE, SHUFFLE, ZSTD, Filter
-from ..errors import CodecError, InvalidInput
+from ..errors import CodecError, InvalidInput, NoCodec
 from ..codecs.sniff import zstd_has_content_size
 from ..model import values
 from ..model.schema import Dataset
@@ -55,11 +55,14 @@ def _same_encoding(inc: Incoming, stored: Pipeline, dt: np.dtype) -> bool:
 
 
 def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: tuple[int, ...] | None = None,
-              crc: list[int] | None = None) -> bytes:
+              crc: list[int] | None = None, old: bytes | None = None) -> bytes:
     """The canonical bytes of one chunk written as ``data``; ``dims`` is the block's
     extent when a writer sends less than a full chunk (N5 edge blocks). ``crc``: gets the
     CRC32 of the inflated bytes when they are stored as written in deflate alone (the
-    deflate CRC table needs it; validation has just inflated them)."""
+    deflate CRC table needs it; validation has just inflated them). ``old``: the stored
+    bytes of the chunk; under a filter outside the table they are kept when the written
+    values are theirs (a view that transcodes serves other bytes; a lossy filter must
+    not be applied again to values that did not change)."""
     full = tuple(ds.chunks) if ds.chunks else ()
     dims = full if dims is None else tuple(dims)
     if len(dims) != len(full) or any(d > f or d < 0 for d, f in zip(dims, full)):
@@ -70,9 +73,14 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
         data, _ = gzip_to_zlib(data)
     nbytes = math.prod(dims) * inc.dtype.itemsize
     pipe = inc.pipeline()
+    if pipe.opaque:  # the dataset's own opaque filters (HDF5 view): HDF5 decodes them to validate
+        if dims != full or inc.dtype.str != stored_dtype(ds).str:
+            raise NoCodec(f"a chunk under filter {', '.join(f.name for f in pipe.opaque)} must be a full "
+                          f"chunk of the stored type")
+        pipe = pipe.with_chunk(ds.type, full)
     try:
         raw = pipe.decode(data, nbytes) if not pipe.is_identity else data
-    except CodecError:
+    except (CodecError, NoCodec):
         raise
     except Exception as exc:  # numcodecs raises plain RuntimeError/ValueError
         raise CodecError(f"chunk does not decode with {describe(inc)}: {exc}") from None
@@ -91,6 +99,12 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
         block[tuple(slice(0, s) for s in dims)] = arr
         arr = block
     out = np.ascontiguousarray(arr, dtype=dt).tobytes()
+    if old is not None and stored.opaque:
+        try:
+            if stored.decode(old, len(out)) == out:
+                return old
+        except (CodecError, NoCodec):
+            pass
     return stored.encode(out) if not stored.is_identity else out
 
 

@@ -358,12 +358,21 @@ class WriteService:
         if names and any(d is not None for d in names) and "_ARRAY_DIMENSIONS" not in written:
             written["_ARRAY_DIMENSIONS"] = [d or "" for d in names]  # kept as the dataset's attribute
         change = self._attr_change(obj, written, ing.shown_attributes(t, obj))
-        if meta.shape != obj.shape.array_shape:
+        if meta.shape != obj.shape.array_shape and meta.shape != self._shown_shape(t, ing, obj):
             change.resize = meta.shape
         if meta.hints and obj.creation_properties.get("polyfs") != meta.hints:
             change.view_hints = meta.hints
         self.editor.apply(t.domain, change)
         self._declare(writer, t, obj.id, meta)
+
+    @staticmethod
+    def _shown_shape(t: Target, ing: Ingester, ds: Dataset) -> tuple[int, ...] | None:
+        """The shape the view shows for ``ds`` when it is not the stored one (a netCDF
+        variable shorter than its unlimited dimension): written back unchanged, it is no resize."""
+        try:
+            return ing.shown(t, ds).shape
+        except PolyfsError:
+            return None
 
     def _replace_group(self, t: Target, where: str, meta: ArrayWrite) -> Dataset:
         """An array's metadata written into a group directory: the (empty) group becomes the array."""
@@ -478,7 +487,7 @@ class WriteService:
             if old is not None and w.dims is None and w.data == old:
                 return w.coords, None  # the bytes already stored: nothing to decode or write
             try:
-                new = to_stored(ds, stored_pipe, cf.decl.incoming, w.data, w.dims)
+                new = to_stored(ds, stored_pipe, cf.decl.incoming, w.data, w.dims, old=old)
             except PolyfsError as exc:
                 raise type(exc)(f"{where}: chunk {list(w.coords)}: {exc}") from None
             if old is None:

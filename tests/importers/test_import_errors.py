@@ -41,7 +41,6 @@ def check_failure(code: int, err: str, *needles: str) -> None:
 
 CASES = {
     "truncated_hdf5": (corpus.make_truncated_hdf5, [], ("truncated",)),
-    "unknown_filter_in_source": (corpus.make_unknown_filter_hdf5, [], ("/data/odd", "filter 39999")),
     "corrupt_chunk_after_writes": (corpus.make_corrupt_chunk_hdf5, [], ("/z_corrupt", "chunk [3, 3]", "corrupt")),
     "bogus_tiff_offset": (corpus.make_bogus_tiff, [], ("tile 2", "outside the file")),
     "zarr_json_not_json": (corpus.make_bad_zarr, [], ("arr/zarr.json", "not valid JSON")),

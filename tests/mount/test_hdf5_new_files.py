@@ -260,24 +260,33 @@ def test_h5py_r_plus_dimension_scales_and_references(mount_store, empty_store):
     assert model.resolve("x").attributes["DIMENSION_LIST"].value == [["datasets/" + xs.id]]
 
 
-def test_a_file_with_a_filter_no_one_here_decodes_is_refused(mount_store, empty_store, tmp_path):
-    """A file whose chunks use a filter neither polyfs nor HDF5 here can decode (LZO, id 305):
-    the other views could not show it, so it is refused (EOPNOTSUPP) and no domain is made."""
+def test_a_file_with_a_filter_no_one_here_decodes_is_kept(mount_store, empty_store, tmp_path):
+    """A file whose chunks use a filter neither polyfs nor HDF5 here can decode (LZO, id 305)
+    becomes a domain all the same: its chunks are kept as written under filter 305 (the HDF5
+    view serves them unchanged, for readers that have the plugin); the Zarr view leaves that
+    dataset out with one log line."""
     store = empty_store
     m = mount_store(str(store))
     local = tmp_path / "lzo.h5"
     with h5py.File(local, "w") as f:
         f.create_dataset("d", data=np.arange(4096, dtype="int32"), chunks=(512,), compression="gzip")
+        f.create_dataset("plain", data=np.arange(10, dtype="int16"))
     body = bytearray(local.read_bytes())
     at = body.find(b"deflate\x00")
     assert at > 8 and int.from_bytes(body[at - 8:at - 6], "little") == 1  # the pipeline's filter id
     body[at - 8:at - 6] = (305).to_bytes(2, "little")
     local.write_bytes(bytes(body))
-    before = snapshot(store)
-    with pytest.raises(OSError) as ei:
-        shutil.copyfile(local, m.path / "hdf5" / "lzo.h5")
-    assert ei.value.errno == errno.EOPNOTSUPP
-    assert snapshot(store) == before
-    assert "lzo.h5" not in os.listdir(m.path / "hdf5")
+    shutil.copyfile(local, m.path / "hdf5" / "lzo.h5")
+    assert "lzo.h5" in os.listdir(m.path / "hdf5")
+    with h5py.File(local, "r") as a, h5py.File(m.path / "hdf5" / "lzo.h5", "r") as b:
+        plist = b["d"].id.get_create_plist()
+        assert [plist.get_filter(i)[0] for i in range(plist.get_nfilters())] == [305]
+        for i in range(a["d"].id.get_num_chunks()):
+            off = a["d"].id.get_chunk_info(i).chunk_offset
+            assert b["d"].id.read_direct_chunk(off) == a["d"].id.read_direct_chunk(off)
+        np.testing.assert_array_equal(b["plain"][()], np.arange(10))
+    listed = os.listdir(m.path / "zarr" / "lzo.zarr")
+    assert "plain" in listed and "d" not in listed
+    os.listdir(m.path / "zarr" / "lzo.zarr")
     lines = [ln for ln in m.log_text().splitlines() if "lzo.h5" in ln and "305" in ln]
     assert len(lines) == 1, m.log_text()[-2000:]

@@ -52,10 +52,32 @@ def test_decode_checks_size_and_garbage():
 
 
 def test_unknown_filter_names_the_id():
+    """The table (what polyfs encodes by itself, the --codec check) still refuses other ids."""
     with pytest.raises(UnknownFilter, match="39999"):
         spec_for(39999)
-    with pytest.raises(UnknownFilter, match="32000"):
-        Pipeline.from_json([{"class": "H5Z_FILTER_LZF", "id": 32000, "name": "lzf"}], 2, where="dataset d-x")
+    with pytest.raises(UnknownFilter, match="H5Z_FILTER_MYSTERY"):
+        filter_from_json({"class": "H5Z_FILTER_MYSTERY"}, 2)  # no id to carry
+
+
+def test_filters_outside_the_table_are_carried_exactly():
+    """An opaque filter keeps id, parameters, optional flag and name, as HSDS spells a user filter."""
+    lzf = Pipeline.from_json([{"class": "H5Z_FILTER_LZF", "id": 32000, "name": "lzf"}], 2, where="dataset d-x")
+    assert lzf.ids == (32000,) and lzf.opaque == lzf.filters and not lzf.filters[0].known
+    f = Filter(39999, (7, 4294967295), True, "private; see nowhere")
+    j = filter_to_json(f)
+    assert j == {"class": "H5Z_FILTER_USER", "id": 39999, "name": "private; see nowhere",
+                 "parameters": [7, 4294967295], "optional": True}
+    back = filter_from_json(j, 4)
+    assert (back, back.label, back.optional) == (f, f.label, True)
+    assert filter_to_json(Filter(32004, (0,), False, "lz4")) == {"class": "H5Z_FILTER_USER", "id": 32004,
+                                                                 "name": "lz4", "parameters": [0]}
+    assert filter_from_json({"class": "H5Z_FILTER_SZIP", "parameters": [141, 32]}, 4) == Filter(4, (141, 32))
+    assert f.spec.opaque and f.spec.zarr is None and f.spec.n5 is None and f.spec.tiff is None
+    assert f.name == "private (39999)"
+    # the chunk context opaque filters need survives the pipeline's transformations
+    p = Pipeline((Filter(SHUFFLE, (4,)), f), 4).with_chunk(T.IntType(4, True, "<"), (8, 8))
+    assert p.with_itemsize(4).chunk == p.chunk and p.opaque == (f,)
+    assert effective(p, b"\x28\xb5\x2f\xfd" + bytes(12), 100) is p  # never "corrected" by a sniff
 
 
 def test_table_rows_are_complete():

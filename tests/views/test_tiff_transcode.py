@@ -243,18 +243,21 @@ def test_axes_and_pixel_sizes_reach_the_readers(tmp_path):
         assert "TIFFTAG_XRESOLUTION=40000" in res.stdout and "TIFFTAG_RESOLUTIONUNIT=3" in res.stdout
 
 
-def test_unknown_filter_is_a_clear_error_at_stat():
-    """A dataset whose filters the codec table does not know is an error naming it, at stat."""
-    from polyfs.errors import UnknownFilter
-
+def test_undecodable_filter_leaves_the_image_out(caplog):
+    """A dataset under a filter outside the table that no library here decodes is left out
+    of the TIFF view with one log line naming the filter; the other images stay."""
     arr = smooth((32, 32), "<u2")
     ctx, reader, store, node = one_dataset("img", arr, T.IntType(2, False), (32, 32), [Filter(DEFLATE, (1,))])
     ds = ctx.catalog.load("/x.h5").resolve("/img")
-    ds.filters = [{"class": "H5Z_FILTER_USER", "id": 65000, "name": "mystery"}]
+    ds.filters = [{"class": "H5Z_FILTER_USER", "id": 65000, "name": "mystery", "parameters": [1]}]
     ctx.catalog.invalidate_dataset(ds.id)
-    node = tiff.domain_node(ctx.catalog.load("/x.h5"), ctx, "x").entries()["img.tif"]
-    with pytest.raises(UnknownFilter, match="65000"):
-        node.size()
+    with caplog.at_level("WARNING"):
+        entries = tiff.domain_node(ctx.catalog.load("/x.h5"), ctx, "x").entries()
+        tiff.domain_node(ctx.catalog.load("/x.h5"), ctx, "x").entries()
+    assert "img.tif" not in entries
+    lines = [r.getMessage() for r in caplog.records if "65000" in r.getMessage()]
+    assert len(lines) == 1 and "/img" in lines[0] and "mystery" in lines[0]
+    assert tiff.describe(ds, ctx.catalog.pipeline(ds)).startswith("- (filter mystery (65000)")
 
 
 @pytest.mark.parametrize("filters,chunks", [([Filter(ZSTD, (3,))], (1, 32, 32)), ([], (4, 16, 32))])

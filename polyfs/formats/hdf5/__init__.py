@@ -4,10 +4,11 @@ Modules: structs.py (binary layouts as data), layout.py (address planning),
 dtypes.py (datatype messages, disk bytes), messages.py (object header
 messages), btree.py (chunk and group B-trees), vlheap.py (global heaps),
 render.py (a domain's file), single.py (one dataset for polyglot files),
-view.py (the view), source.py (the importer).
+view.py (the view), source.py (the importer), filters.py (libhdf5 runs
+filters outside the translation table on single chunks).
 """
 from ..base import Format
 
 FORMAT = Format("hdf5", __name__, ".h5", "file", has_source=True, has_ingest=True,
                 source_suffixes=(".h5", ".hdf5", ".hdf", ".he5", ".nc"),
-                keeps_names=(".nc", ".nc4", ".hdf5", ".he5"))
+                keeps_names=(".nc", ".nc4", ".hdf5", ".he5"), runs_filters=True)

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...codecs import vlen as vlen_codec
-from ...errors import CodecError, InvalidInput, NotFound, PolyfsError, UnsupportedType
+from ...errors import CodecError, InvalidInput, NoCodec, NotFound, PolyfsError, UnsupportedType
 from ...importers.common import ImportOptions, Progress, parse_codec
 from ...model import types as T
 from ...model import values
@@ -181,7 +181,7 @@ class DocumentDiff:
             obj.model = m
             seen.add(m.id)
         reachable = {e.obj.id for e in self.model.walk()}
-        self.out.removed = sorted(reachable - seen)
+        self.out.removed = sorted(reachable - seen - self.planner.left_out.keys())  # not shown is not deleted
         if self.out.removed and not self.trusted:
             gone = ", ".join(self.model.canonical_paths().get(i, i) for i in self.out.removed[:3])
             raise self.refuse(gone, "the domain changed in the store since this file was opened, so objects "
@@ -395,7 +395,8 @@ class DocumentDiff:
             touched.append((coords, at, int(info.filter_mask)))
 
         def failed(coords: tuple[int, ...], exc: Exception) -> PolyfsError:
-            kind = CodecError if isinstance(exc, CodecError) else InvalidInput
+            # NoCodec: a filter outside the table that HDF5 here cannot run (EOPNOTSUPP)
+            kind = type(exc) if isinstance(exc, (CodecError, NoCodec)) else InvalidInput
             return kind(f"{self.where}: {what}: chunk {list(coords)}: {exc}")
 
         def check(item: tuple[tuple[int, ...], tuple[int, int], int]) -> Callable[[], bytes] | None:

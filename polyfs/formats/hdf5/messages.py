@@ -149,7 +149,9 @@ def layout_contiguous(data: AddrKey | None, size: int) -> Message:
 def filter_pipeline(filters: Sequence[Filter]) -> Message:
     out = [FILTER_PIPELINE_V1.pack(filters=len(filters))]
     for f in filters:
-        name = padded(FILTER_NAMES.get(f.id, f"filter {f.id}").encode("ascii") + b"\0")
+        # an opaque filter keeps the name its file gave it (none: a zero-length name)
+        text = FILTER_NAMES.get(f.id, f"filter {f.id}") if f.known else f.label
+        name = padded(text.encode("ascii", "replace") + b"\0") if text else b""
         cd = tuple(int(v) & 0xFFFFFFFF for v in f.cd_values)
         out.append(FILTER_V1.pack(id=f.id, name_length=len(name), flags=1 if f.optional else 0,
                                   client_values=len(cd)))

@@ -21,6 +21,9 @@ Per dataset the storage is chosen from the model plus chunk sizes:
   whose one chunk is unfiltered keep a contiguous layout;
 - object references: chunks converted at read time (``"groups/<id>"`` text
   to addresses), unfiltered;
+- padded compounds (stored packed, as HSDS reads them): chunks converted at
+  read time (members placed at their HDF5 offsets, zero padding), unfiltered,
+  so every size is known from the shape without reading a chunk;
 - variable-length types: chunks read and converted when the file is planned
   (heap ids), unfiltered, with their heap collections;
 - scalars: a contiguous layout (HDF5 cannot chunk a scalar), the stored bytes
@@ -30,9 +33,10 @@ Groups of up to 1024 links (and any group holding an external link) hold link
 messages with their creation orders, larger ones are symbol-table groups;
 attributes keep the model's order (its JSON's), which the object headers
 record as their creation order.
-Anything one object cannot express (an attribute over 64 KiB, a region
-reference) is left out with one log line naming the object; the rest of the
-file is unaffected. One convention is translated: HSDS writes a dimension
+Anything one object cannot express (an attribute over 64 KiB, a type or
+value HDF5 has no spelling for, a dataset whose storage cannot be planned) is
+left out with one log line naming it, with the links to it (``left_out``);
+the rest of the file is unaffected. One convention is translated: HSDS writes a dimension
 scale's ``CLASS`` attribute null-padded, H5DS (netCDF) wants it
 null-terminated (same bytes), so the view declares it null-terminated.
 """
@@ -59,7 +63,7 @@ from ...vfile import ChunkRun, Produced, Segment, Stored, VFile
 from ...views.transcode import TranscodedChunk
 from . import messages as M
 from .btree import ChunkBTree, Symbol, group_blocks
-from .dtypes import DiskEncoder, disk_itemsize, same_bytes
+from .dtypes import DiskEncoder, disk_fill, disk_itemsize, fixed, has_padding, same_bytes, to_disk
 from .layout import Block, Blob, FilePlan, blob_block
 from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
 from .vlheap import GlobalHeap, vlen_chunks
@@ -126,6 +130,8 @@ class DomainRenderer:
         self.attr_encoder = DiskEncoder(self.attr_heap, self.ref_key)
         self.data_encoder = DiskEncoder(self.data_heap, self.ref_key)
         self.datasets: dict[str, DatasetPlan] = {}
+        self.messages: dict[str, list[M.Message]] = {}  # dataset id -> its messages (attributes apart)
+        self.left_out: dict[str, str] = {}  # object id -> why the file does not show it
 
     def ref_key(self, obj_id: str | None):
         return ("oh", obj_id) if obj_id and obj_id in self.in_file else None
@@ -160,8 +166,9 @@ class DomainRenderer:
     def layout(self) -> FilePlan:
         """Every block planned and placed (rendering is left to the caller)."""
         self._collect()
-        refcounts = self._refcounts()
+        self._drop_unshowable()
         self._plan_datasets()
+        refcounts = self._refcounts()
         headers: list[Block] = []
         groups: list[Block] = []
         for path, obj in self.objects:
@@ -169,7 +176,7 @@ class DomainRenderer:
             if isinstance(obj, Group):
                 msgs += self._group_messages(obj, path, groups)
             elif isinstance(obj, Dataset):
-                msgs += self._dataset_messages(self.datasets[obj.id], path)
+                msgs += self.messages[obj.id]
             else:
                 msgs.append(M.datatype(T.resolved(obj.type)))
             msgs += self._attributes(obj, path)
@@ -194,6 +201,8 @@ class DomainRenderer:
         links = []
         for n in sorted(g.links):
             link = g.links[n]
+            if link.kind == "hard" and link.id in self.left_out:
+                continue  # its object is left out (logged once, with the reason)
             if link.kind == "hard" and self.ref_key(link.id) is None:
                 log.error("hdf5 view of %s: hard link %r of %s left out: object %s is not in the domain",
                           self.model.path, n, path, link.id)
@@ -258,21 +267,70 @@ class DomainRenderer:
                 log.error("hdf5 view of %s: attribute %r of %s left out: %s", self.model.path, name, path, exc)
         return out
 
+    # -- what the file cannot show ---------------------------------------------------------------
+    def _leave_out(self, obj: Any, path: str, why: object) -> None:
+        """Leave one object (and the links to it) out of the file, with one log line."""
+        kind = "dataset" if isinstance(obj, Dataset) else "datatype"
+        log.error("hdf5 view of %s: %s %s left out: %s", self.model.path, kind, path, why)
+        self.left_out[obj.id] = str(why)
+        self.in_file.discard(obj.id)
+        self.objects = [(p, o) for p, o in self.objects if o.id != obj.id]
+
+    def _drop_unshowable(self) -> None:
+        """Datasets and committed types whose type HDF5 cannot spell here, before anything
+        refers to them (a committed type left out takes the objects using it along)."""
+        typed = [(p, o) for p, o in self.objects if not isinstance(o, (Group, Dataset))]
+        typed += [(p, o) for p, o in self.objects if isinstance(o, Dataset)]
+        for path, obj in typed:
+            if self.placed:
+                continue
+            try:
+                t = obj.type
+                if isinstance(t, T.Committed) and t.id in self.left_out:
+                    raise UnsupportedType(f"its committed type {t.id} is left out")
+                M.datatype(T.resolved(t))
+                disk_itemsize(t)
+            except (UnsupportedType, InvalidInput) as exc:
+                self._leave_out(obj, path, exc)
+
     # -- datasets -----------------------------------------------------------------------------
     def _plan_datasets(self) -> None:
-        order = [obj for _, obj in self.objects if isinstance(obj, Dataset)]
+        """Every dataset's storage and messages; one that fails is left out and the others
+        are planned again without it (they may refer to it; its heap objects go too)."""
+        while True:
+            failed = self._plan_datasets_once()
+            if failed is None:
+                return
+            path, ds, exc = failed
+            self._leave_out(ds, path, exc)
+            self.data_heap = GlobalHeap("vheap")
+            self.data_encoder = DiskEncoder(self.data_heap, self.ref_key)
+            self.datasets.clear()
+            self.messages.clear()
+
+    def _plan_datasets_once(self) -> tuple[str, Dataset, Exception] | None:
+        order = [(path, obj) for path, obj in self.objects if isinstance(obj, Dataset)]
         if self.placed:
-            for ds in order:
+            for path, ds in order:
                 self.datasets[ds.id] = self._plan_placed(ds, *self.placed[ds.id])
-            return
+                self.messages[ds.id] = self._dataset_messages(self.datasets[ds.id], path)
+            return None
         catalog = self.ctx.catalog
         # one bulk listing for every dataset's chunks, then the pipelines (a 16-byte sniff each)
-        catalog.prefetch_chunk_indexes([ds for ds in order if ds.shape.kind in ("simple", "scalar")])
+        catalog.prefetch_chunk_indexes([ds for _, ds in order if ds.shape.kind in ("simple", "scalar")])
         if len(order) > 1 and _remote(catalog.store):  # sniffs are round trips: overlap them
             with ThreadPoolExecutor(8) as pool:
-                list(pool.map(catalog.pipeline, order))
-        for ds in order:
-            self.datasets[ds.id] = self._plan_dataset(ds)
+                list(pool.map(catalog.pipeline, [ds for _, ds in order]))
+        for path, ds in order:
+            if ds.id in self.datasets:
+                continue
+            try:
+                dp = self._plan_dataset(ds)
+                self.messages[ds.id] = self._dataset_messages(dp, path)
+            except (InvalidInput, ValueError, OverflowError) as exc:  # a dataset the format cannot hold
+                return path, ds, exc
+            self.datasets[ds.id] = dp
+        return None
 
     def _plan_dataset(self, ds: Dataset) -> DatasetPlan:
         catalog = self.ctx.catalog
@@ -288,7 +346,10 @@ class DomainRenderer:
         if ds.type.is_vlen:
             return self._plan_vlen(ds, idx)
         if T.has_reference(ds.type):
-            return self._plan_refs(ds, idx, pipe)
+            return self._plan_converted(ds, idx, lambda key, count, resolve: self._ref_chunk(ds, pipe, key, count,
+                                                                                             resolve))
+        if has_padding(ds.type):
+            return self._plan_converted(ds, idx, lambda key, count, resolve: _disk_chunk(ds, pipe, key, count))
         nbytes = math.prod(ds.shape.dims) * ds.type.itemsize
         if ds.layout_class in ("H5D_CONTIGUOUS", "H5D_COMPACT") and pipe.is_identity and ds.shape.maxdims is None \
                 and (len(idx) == 0 or (len(idx) == 1 and int(idx.sizes[0]) == nbytes)):
@@ -327,6 +388,8 @@ class DomainRenderer:
                           metadata=False)
         elif pipe.is_identity and stored == size:
             block = Block(("data", ds.id), size, lambda r: [Stored(key, 0, size)], metadata=False)
+        elif has_padding(ds.type):
+            block = Block(("data", ds.id), size, lambda r: [Produced(_disk_chunk(ds, pipe, key, 1))], metadata=False)
         else:
             producer = TranscodedChunk(key, pipe, ds.type.itemsize, ("hdf5-raw",), encode=bytes, length=size)
             block = Block(("data", ds.id), size, lambda r: [Produced(producer)], metadata=False)
@@ -346,7 +409,10 @@ class DomainRenderer:
                            np.asarray(offsets, dtype=np.int64))
         return DatasetPlan(ds, "chunked-converted", (), idx, btree, data)
 
-    def _plan_refs(self, ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> DatasetPlan:
+    def _plan_converted(self, ds: Dataset, idx: ChunkIndex, chunk: Any) -> DatasetPlan:
+        """Chunks converted at read time into their disk bytes (``chunk(key, count, resolve)``
+        makes one's producer), unfiltered: each is the chunk's element count times the disk
+        element size, known without reading it."""
         count = math.prod(ds.chunks)
         size = count * disk_itemsize(ds.type)
         n = len(idx)
@@ -355,7 +421,7 @@ class DomainRenderer:
                            ("data", ds.id), offsets)
 
         def render(resolve) -> list[Segment]:
-            return [Produced(self._ref_chunk(ds, pipe, idx.key(int(lin)), count, resolve)) for lin in idx.linear]
+            return [Produced(chunk(idx.key(int(lin)), count, resolve)) for lin in idx.linear]
 
         data = [Block(("data", ds.id), n * size, render, metadata=False)] if n else []
         if _one_piece(ds):
@@ -382,9 +448,9 @@ class DomainRenderer:
             t = t.type
         msgs = [M.dataspace(ds.shape), M.datatype(t)]
         fill = None
-        if ds.fill_value is not None and same_bytes(ds.type):
+        if ds.fill_value is not None and fixed(ds.type):
             try:
-                fill = values.fill_bytes(ds.type, ds.fill_value)
+                fill = disk_fill(ds.type, ds.fill_value)
             except (InvalidInput, ValueError, TypeError) as exc:
                 log.error("hdf5 view of %s: fill value of %s left out: %s", self.model.path, path, exc)
         chunked = dp.storage.startswith("chunked")
@@ -408,6 +474,12 @@ def dimension_scale_class(name: str, t: T.DType, value: Any) -> T.DType:
             and value in ("DIMENSION_SCALE", ["DIMENSION_SCALE"]) and t.length > len("DIMENSION_SCALE"):
         return T.StringType(t.length, t.charset, "nullterm")
     return t
+
+
+def _disk_chunk(ds: Dataset, pipe: Pipeline, key: str, count: int) -> TranscodedChunk:
+    """A stored (packed) chunk of a padded compound in its disk layout, at read time."""
+    return TranscodedChunk(key, pipe, count * ds.type.itemsize, ("hdf5-disk",), encode=bytes,
+                           transform=lambda raw, t=ds.type: to_disk(t, raw), length=count * disk_itemsize(ds.type))
 
 
 def _remote(store: Any) -> bool:

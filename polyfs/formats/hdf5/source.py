@@ -8,9 +8,26 @@ encoding in big-endian order: contiguous, compact and virtual datasets,
 uncompressed chunks, chunks with a nonzero filter mask (those keep the
 dataset's own filters), variable-length data (HSDS length-prefixed chunks),
 object references (rewritten to the referenced object's new id, as HSDS's
-``S48`` ``"datasets/d-..."`` strings), compounds whose fields are not packed,
-and filters outside the table that HDF5 itself can decode. A filter HDF5
-cannot decode fails with a SourceError naming the file, dataset and filter.
+``S48`` ``"datasets/d-..."`` strings). Compounds keep their member offsets
+and size (C-struct padding, as netCDF writes it) in their type; a padded one's
+chunks are stored packed, as HSDS reads them (repack.py re-encodes them).
+
+Filters outside the table are *opaque* and never a reason to refuse: their
+chunks are kept byte for byte with the whole original pipeline (id,
+parameters, optional flag, name), as for known compressors. A chunk stored
+with a filter skipped (nonzero filter mask) is decoded by HDF5 and encoded
+again with the full pipeline when HDF5 here can (else a SourceError naming
+the file, dataset and filter). Only data whose bytes cannot be kept (e.g.
+variable-length) under a filter HDF5 cannot decode is refused.
+
+Types keep their exact HDF5 description (model/types.py): odd-size and
+partial-precision integers, non-IEEE floats (long double), binary128 and
+times are read as the file's own bytes (the file type as the memory type)
+and stored in the file's byte order, as are fixed strings (their padding
+kept); region references become HDF5/JSON region values (the dataset's new
+id and the selection). External raw storage is resolved relative to the
+source file's directory (``efile_prefix``), as HDF5 resolves it for a file
+opened from there, and stored as ordinary chunks.
 """
 from __future__ import annotations
 
@@ -22,13 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from ...codecs.registry import Filter, spec_for
-from ...errors import PolyfsError, SourceError, UnknownFilter, UnsupportedSource
+from ...codecs.registry import Filter
+from ...errors import PolyfsError, ReadOnly, SourceError, StoreError, UnsupportedSource
 from ...model import types as T
 from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
 from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
+from .dtypes import compound_from_library, disk_dtype
+from .repack import copy_repacked, needs_repack, packed_filters, packed_values
+from .region import selection_json
 from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
 
@@ -92,25 +112,25 @@ def model_type(tid, where: str) -> T.DType:
 
     cls = tid.get_class()
     order = ">" if cls in (h5t.INTEGER, h5t.FLOAT, h5t.BITFIELD) and tid.get_order() == h5t.ORDER_BE else "<"
-    if cls == h5t.INTEGER:
-        return T.IntType(tid.get_size(), tid.get_sign() != h5t.SGN_NONE, order)
-    if cls == h5t.BITFIELD:
-        return T.IntType(tid.get_size(), False, order)
+    if cls in (h5t.INTEGER, h5t.BITFIELD):
+        return _int_type(tid, order, cls == h5t.INTEGER and tid.get_sign() != h5t.SGN_NONE)
     if cls == h5t.FLOAT:
-        if tid.get_size() not in (2, 4, 8):
-            raise T.UnsupportedType(f"{where}: {8 * tid.get_size()}-bit floats are not supported")
-        return T.FloatType(tid.get_size(), order)
+        return _float_type(tid, order)
+    if cls == h5t.TIME:
+        return _time_type(tid, where)
     if cls == h5t.STRING:
         cset = "utf8" if tid.get_cset() == h5t.CSET_UTF8 else "ascii"
         pad = {h5t.STR_NULLTERM: "nullterm", h5t.STR_NULLPAD: "nullpad", h5t.STR_SPACEPAD: "spacepad"}.get(
             tid.get_strpad(), "nullpad")
         if tid.is_variable_str():
-            return T.StringType(None, cset, pad)
+            return T.StringType(None, cset, pad, _vlen_char_order(tid))
         return T.StringType(tid.get_size(), cset, pad)
-    if cls == h5t.COMPOUND:
-        return T.CompoundType(tuple((tid.get_member_name(i).decode("utf-8", "surrogateescape"),
-                                     model_type(tid.get_member_type(i), where))
-                                    for i in range(tid.get_nmembers())))
+    if cls == h5t.COMPOUND:  # member offsets and size kept exactly (C-struct padding)
+        n = range(tid.get_nmembers())
+        return compound_from_library(
+            tuple((tid.get_member_name(i).decode("utf-8", "surrogateescape"), model_type(tid.get_member_type(i), where))
+                  for i in n),
+            tuple(tid.get_member_offset(i) for i in n), tid.get_size(), tuple(tid.get_member_type(i).get_size() for i in n))
     if cls == h5t.ENUM:
         base = model_type(tid.get_super(), where)
         if not isinstance(base, T.IntType):
@@ -122,7 +142,9 @@ def model_type(tid, where: str) -> T.DType:
     if cls == h5t.REFERENCE:
         if tid.equal(h5t.STD_REF_OBJ):
             return T.ReferenceType("object")
-        raise T.UnsupportedType(f"{where}: region references are not supported")
+        if tid.equal(h5t.STD_REF_DSETREG):
+            return T.ReferenceType("region")
+        raise T.UnsupportedType(f"{where}: HDF5 1.12 references (H5T_STD_REF) are not supported")
     if cls == h5t.OPAQUE:
         return T.OpaqueType(tid.get_size(), (tid.get_tag() or b"").decode("ascii", "replace"))
     if cls == h5t.VLEN:
@@ -133,25 +155,100 @@ def model_type(tid, where: str) -> T.DType:
     raise T.UnsupportedType(f"{where}: HDF5 type class {cls} is not supported")
 
 
+def _pad_bits(pads) -> tuple[int, ...]:
+    """h5py's padding types as the model keeps them: 1 where pad bits are ones."""
+    from h5py import h5t
+
+    return tuple(1 if p == h5t.PAD_ONE else 0 for p in pads)
+
+
+def _int_type(tid, order: str, signed: bool) -> T.IntType:
+    """An integer with its exact bit layout (precision, offset, padding)."""
+    size = tid.get_size()
+    precision = tid.get_precision()
+    return T.IntType(size, signed, order, None if precision == 8 * size else precision, tid.get_offset(),
+                     _pad_bits(tid.get_pad()))  # type: ignore[arg-type]
+
+
+def _float_type(tid, order: str) -> T.FloatType:
+    """A float with its exact bit fields; IEEE binary16/32/64/128 need none."""
+    from h5py import h5t
+
+    size = tid.get_size()
+    spos, epos, esize, mpos, msize = tid.get_fields()
+    norm = {h5t.NORM_IMPLIED: "implied", h5t.NORM_MSBSET: "msbset", h5t.NORM_NONE: "none"}[tid.get_norm()]
+    bits = T.FloatBits(tid.get_precision(), tid.get_offset(), spos, epos, esize, mpos, msize, tid.get_ebias(), norm,
+                       _pad_bits(tuple(tid.get_pad()) + (tid.get_inpad(),)))  # type: ignore[arg-type]
+    return T.FloatType(size, order, None if T.IEEE_BITS.get(size) == bits else bits)
+
+
+def _vlen_char_order(tid) -> str:
+    """The byte order libhdf5 recorded for a variable-length string's characters (its
+    base type, big-endian when written on s390x and friends): read from the encoded message."""
+    msg = tid.encode()[2:]  # H5Tencode: object type, version, then the datatype message
+    return ">" if len(msg) > 9 and msg[8] & 0x0F == 0 and msg[9] & 1 else "<"
+
+
+def _time_type(tid, where: str) -> T.TimeType:
+    """A time type, read from its encoded datatype message (h5py has no accessors for it)."""
+    msg = tid.encode()[2:]  # H5Tencode: object type, version, then the datatype message
+    if len(msg) < 10:
+        raise T.UnsupportedType(f"{where}: unreadable time type")
+    size = int.from_bytes(msg[4:8], "little")
+    precision = int.from_bytes(msg[8:10], "little")
+    return T.TimeType(size, ">" if msg[1] & 1 else "<", None if precision == 8 * size else precision)
+
+
+def raw_read_type(t: T.DType) -> bool:
+    """True when values are read as the file's own bytes (no conversion by HDF5):
+    types numpy has no equivalent of, and fixed strings (their padding is kept)."""
+    base = T.resolved(t)
+    if isinstance(base, T.ArrayType):
+        base = T.resolved(base.base)
+    return T.has_raw(base) or (isinstance(base, T.StringType) and base.length is not None)
+
+
+def read_raw(obj, t: T.DType, region: tuple = ()) -> np.ndarray:
+    """Values of a dataset (``region``: slices) or attribute as the file's bytes,
+    in the model type's numpy layout (the file type as the memory type)."""
+    from h5py import h5a, h5s
+
+    dt = disk_dtype(t)  # the file's layout; padded compounds come back packed
+    oid = obj if isinstance(obj, h5a.AttrID) else obj.id
+    ftype = oid.get_type()
+    if ftype.get_size() != dt.itemsize:
+        raise T.UnsupportedType(f"a {ftype.get_size()}-byte element does not fit the packed {dt.itemsize}-byte layout")
+    if isinstance(oid, h5a.AttrID):
+        out = np.empty(oid.shape, dtype=dt)
+        oid.read(out, mtype=ftype)
+        return packed_values(out, t)
+    space = oid.get_space()
+    if not region or space.get_simple_extent_type() != h5s.SIMPLE:
+        out = np.empty(obj.shape or (), dtype=dt)
+        oid.read(h5s.ALL, h5s.ALL, out, mtype=ftype)
+        return packed_values(out, t)
+    start = tuple(s.start for s in region)
+    count = tuple(s.stop - s.start for s in region)
+    space.select_hyperslab(start, count)
+    out = np.empty(count, dtype=dt)
+    if out.size:
+        oid.read(h5s.create_simple(count), space, out, mtype=ftype)
+    return packed_values(out, t)
+
+
 def raw_layout_matches(tid) -> bool:
-    """True when the file's element bytes are exactly the model's packed layout
-    (no variable-length parts, no references, compounds packed in field order)."""
+    """True when the file's element bytes are exactly the model's layout (no
+    variable-length parts, no references; compounds keep their offsets and size)."""
     from h5py import h5t
 
     cls = tid.get_class()
     if cls in (h5t.VLEN, h5t.REFERENCE) or (cls == h5t.STRING and tid.is_variable_str()):
         return False
     if cls == h5t.COMPOUND:
-        offset = 0
-        for i in range(tid.get_nmembers()):
-            mt = tid.get_member_type(i)
-            if tid.get_member_offset(i) != offset or not raw_layout_matches(mt):
-                return False
-            offset += mt.get_size()
-        return offset == tid.get_size()
+        return all(raw_layout_matches(tid.get_member_type(i)) for i in range(tid.get_nmembers()))
     if cls == h5t.ARRAY:
         return raw_layout_matches(tid.get_super())
-    return cls in (h5t.INTEGER, h5t.FLOAT, h5t.BITFIELD, h5t.STRING, h5t.ENUM, h5t.OPAQUE) or \
+    return cls in (h5t.INTEGER, h5t.FLOAT, h5t.BITFIELD, h5t.STRING, h5t.ENUM, h5t.OPAQUE, h5t.TIME) or \
         cls == getattr(h5t, "COMPLEX", -1)
 
 
@@ -184,6 +281,7 @@ class _DatasetPlan:
     nchunks: int  # chunk objects to write (progress)
     existing_only: bool  # write only chunks the source has
     unknown: list[tuple[int, str]] = field(default_factory=list)
+    repack_from: list[Filter] | None = None  # copied chunks' filters in the file, if they are repacked
 
 
 class HDF5Importer:
@@ -274,6 +372,20 @@ class HDF5Importer:
                     self.objects[okey] = _Object("datatype", path)
 
     # -- pass 2: types and data plans -------------------------------------------------
+    def dataset(self, path: str):
+        """The dataset at ``path``. External raw storage is found relative to the source
+        file's directory, as HDF5 resolves it for a file opened from there (not the cwd)."""
+        h5py = _h5()
+        from h5py import h5d, h5p
+
+        d = self.file[path]
+        if d.id.get_create_plist().get_external_count() == 0:
+            return d
+        del d  # HDF5 refuses a second open with another prefix while this one is open
+        dapl = h5p.create(h5p.DATASET_ACCESS)
+        dapl.set_efile_prefix(os.fsencode(self.path.resolve().parent))
+        return h5py.Dataset(h5d.open(self.file.id, path.encode("utf-8"), dapl=dapl))
+
     def type_of(self, tid, where: str) -> T.DType:
         inner = model_type(tid, where)
         if tid.committed():
@@ -291,7 +403,7 @@ class HDF5Importer:
         total = 0
         for obj in self.objects.values():
             if obj.kind == "dataset":
-                obj.plan = self._plan_dataset(self.file[obj.path])
+                obj.plan = self._plan_dataset(self.dataset(obj.path))
                 total += obj.plan.nchunks
         self.total_chunks = total
 
@@ -319,16 +431,19 @@ class HDF5Importer:
         filters: list[Filter] = []
         unknown: list[tuple[int, str]] = []
         for i in range(dcpl.get_nfilters()):
-            fid, _flags, cd, name = dcpl.get_filter(i)
-            try:
-                spec_for(fid)
-                filters.append(Filter(int(fid), tuple(int(c) for c in cd)))
-            except UnknownFilter:
-                unknown.append((int(fid), name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)))
+            fid, flags, cd, name = dcpl.get_filter(i)
+            f = Filter(int(fid), tuple(int(c) for c in cd))
+            if not f.known:  # opaque: carried exactly (id, parameters, optional flag, name)
+                label = name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)
+                f = Filter(f.id, f.cd_values, bool(flags & 1), label)
+                unknown.append((f.id, label))
+            filters.append(f)
         has_compressor = any(f.spec.compressor for f in filters)
         chunked = layout == h5d.CHUNKED and d.chunks is not None and shape.kind == "simple"
-        raw_copy = not filters and not unknown and not self.opts.encoding.filters  # --codec none
-        copy = chunked and not unknown and (has_compressor or raw_copy) and raw_layout_matches(tid)
+        raw_copy = not filters and not self.opts.encoding.filters  # --codec none
+        # chunks are kept as stored with the whole pipeline, opaque filters included
+        copy = chunked and (has_compressor or raw_copy) and raw_layout_matches(tid) and \
+            not (unknown and needs_repack(source_type))  # repacked chunks are encoded again here
         fill = None
         try:
             if dcpl.fill_value_defined() == h5d.FILL_VALUE_USER_DEFINED and not T.has_reference(source_type) \
@@ -341,9 +456,13 @@ class HDF5Importer:
             fill = None
         if copy:
             chunks = tuple(int(c) for c in d.chunks)
-            return _DatasetPlan(True, source_type, source_type, shape, chunks, filters, fill,
-                                d.id.get_num_chunks() if shape.size else 0, True)
-        stored_type = source_type if source_type.is_vlen or T.has_reference(source_type) else big_endian(source_type)
+            repack = needs_repack(source_type)
+            return _DatasetPlan(True, source_type, source_type, shape, chunks,
+                                packed_filters(filters, source_type) if repack else filters, fill,
+                                d.id.get_num_chunks() if shape.size else 0, True, [], filters if repack else None)
+        # raw reads keep the file's bytes, so its byte order too
+        keep = source_type.is_vlen or T.has_reference(source_type) or raw_read_type(source_type)
+        stored_type = source_type if keep else big_endian(source_type)
         dims = shape.array_shape
         if chunked:
             chunks = tuple(int(c) for c in d.chunks)
@@ -365,8 +484,9 @@ class HDF5Importer:
         return plan
 
     def _check_decodable(self, d, plan: _DatasetPlan) -> None:
-        """Read the first stored chunk through HDF5: a filter outside the table is
-        fine if HDF5 can decode it, else the import fails naming it."""
+        """Read the first stored chunk through HDF5. Only for data whose bytes cannot be
+        kept (types stored differently, e.g. variable-length): a filter outside the table
+        is fine if HDF5 can decode it, else the import fails naming it."""
         info = d.id.get_chunk_info(0)
         region = tuple(slice(o, min(o + c, n)) for o, c, n in zip(info.chunk_offset, plan.chunks, d.shape))
         try:
@@ -412,6 +532,25 @@ class HDF5Importer:
             return b""
         return values.ref_to_json(obj.model.id).encode("ascii")
 
+    def region_value(self, ref) -> bytes:
+        """An h5py region reference as the model keeps it: HDF5/JSON's region value
+        (the dataset's new id and the selection) as JSON text; ``b""`` if null."""
+        from h5py import h5r
+
+        if not ref:
+            return b""
+        try:
+            target = self.file[ref]
+            obj = self.objects.get(self.key(target.id))
+            space = h5r.get_region(ref, target.id)
+        except (KeyError, OSError, RuntimeError, ValueError, TypeError):
+            obj = None
+        if obj is None or obj.model is None:
+            log.warning("%s: a region reference to a dataset outside the link graph becomes null", self.path)
+            return b""
+        value = {"id": values.ref_to_json(obj.model.id), **selection_json(space)}
+        return values.region_from_json(value)
+
     def to_model(self, arr: Any, t: T.DType) -> Any:
         """h5py's array with references replaced by their new ids (S48)."""
         base = T.resolved(t)
@@ -420,6 +559,11 @@ class HDF5Importer:
         if not T.has_reference(base):
             return arr
         arr = np.asarray(arr)
+        if isinstance(base, T.ReferenceType) and base.kind == "region":
+            out = np.empty(arr.shape, dtype=object)
+            for i, r in enumerate(arr.flat):
+                out.flat[i] = self.region_value(r)
+            return out
         if isinstance(base, T.ReferenceType):
             out = np.empty(arr.shape, dtype=f"S{REF_ITEMSIZE}")
             for i, r in enumerate(arr.flat):
@@ -468,7 +612,7 @@ class HDF5Importer:
                 if kind == h5s.NULL:
                     self.writer.set_attr(target, name, t, Shape("null"), None)
                     continue
-                value = h5obj.attrs[name]
+                value = read_raw(aid, t) if raw_read_type(t) else h5obj.attrs[name]
                 if isinstance(value, h5py.Empty):
                     self.writer.set_attr(target, name, t, Shape("null"), None)
                     continue
@@ -499,9 +643,9 @@ class HDF5Importer:
             for obj in self.objects.values():
                 if obj.kind == "dataset":
                     try:
-                        self._dataset_data(self.file[obj.path], obj.model, obj.plan, bar)
-                    except SourceError:
-                        raise
+                        self._dataset_data(self.dataset(obj.path), obj.model, obj.plan, bar)
+                    except (SourceError, StoreError, ReadOnly):
+                        raise  # the store's own failure (full, read-only) keeps its errno
                     except PolyfsError as exc:
                         raise self.err(f"dataset {obj.path}", exc) from None
                     except Exception as exc:  # library errors while reading the data
@@ -526,7 +670,11 @@ class HDF5Importer:
         return out
 
     def _read(self, d, t: T.DType):
+        raw = raw_read_type(t)
+
         def read(region):
+            if raw:
+                return read_raw(d, t, region)
             data = d[region] if region else d[()]
             return self.to_model(data if isinstance(data, np.ndarray) else _scalar_array(data), t)
         return read
@@ -537,11 +685,18 @@ class HDF5Importer:
         w = self.writer
         if plan.copy:
             with ChunkSink(w) as sink:
+                if plan.repack_from is not None:  # padded compounds: stored packed
+                    return copy_repacked(d, ds, plan.repack_from, plan.source_type, sink, self._existing_chunks(d, ds),
+                                         self._read(d, plan.source_type), bar)
                 for coords, mask, offset in self._existing_chunks(d, ds):
                     if mask == 0:
                         _, data = d.id.read_direct_chunk(offset)
                         sink.stored(ds, coords, bytes(data))
                     else:  # some filters were skipped for this chunk: decode, re-encode with all
+                        why = w.pipeline(ds).unencodable
+                        if why is not None:
+                            raise self.unsupported(f"dataset {d.name}", f"chunk {list(coords)} was stored with a "
+                                                   f"filter skipped and cannot be encoded again here: {why}")
                         part = self.to_model(np.asarray(d[chunk_region(ds, coords)]), plan.source_type)
                         sink.encoded(ds, coords, padded(ds, part))
                     bar(1)

@@ -186,7 +186,8 @@ COMPOUND_MEMBER_V1 = Layout.of("compound member v1 (after the padded name)", [
 ])
 COMPOUND_MEMBER_V2 = Layout.of("compound member v2 (after the padded name)", [("offset", "I")])
 ARRAY_V2 = Layout.of("array properties v2", [("rank", "B"), ("reserved", "3s", b"")])
-CLASS_FIXED, CLASS_FLOAT, CLASS_STRING, CLASS_OPAQUE = 0, 1, 3, 5
+TIME_PROPERTIES = Layout.of("time properties", [("precision", "H")])
+CLASS_FIXED, CLASS_FLOAT, CLASS_TIME, CLASS_STRING, CLASS_OPAQUE = 0, 1, 2, 3, 5
 CLASS_COMPOUND, CLASS_REFERENCE, CLASS_ENUM, CLASS_VLEN, CLASS_ARRAY = 6, 7, 8, 9, 10
 
 FILL_V2 = Layout.of("fill value message v2", [
@@ -286,6 +287,16 @@ VL_HEAP_ID = Layout.of("variable-length element", [
     ("index", "I"),
 ])
 OBJECT_REFERENCE = Layout.of("object reference", [("address", "Q")])
+REGION_REFERENCE = Layout.of("dataset region reference (heap id)", [("collection", "Q"), ("index", "I")])
+# a region reference's global heap object: the dataset's header address, then its selection
+SELECTION = Layout.of("serialized selection header (version 1)", [
+    ("kind", "I"),  # SEL_NONE, SEL_POINTS, SEL_HYPERSLABS, SEL_ALL
+    ("version", "I", 1),
+    ("reserved", "I", 0),
+    ("length", "I"),  # bytes after this field
+])
+SELECTION_LIST = Layout.of("selection rank and count", [("rank", "I"), ("count", "I")])
+SEL_NONE, SEL_POINTS, SEL_HYPERSLABS, SEL_ALL = 0, 1, 2, 3
 
 
 # -- numpy dtypes from the declarations (bulk packing) ---------------------------------

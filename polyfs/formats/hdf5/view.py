@@ -15,10 +15,12 @@ from __future__ import annotations
 import threading
 
 from ...codecs.pipeline import Pipeline
+from ...errors import InvalidInput, UnsupportedType
 from ...model import types as T
 from ...model.schema import Dataset
 from ...model.tree import DomainModel
 from ...views.base import FileNode, ViewContext
+from .dtypes import disk_itemsize, encode_type
 from .render import HDF5File, render_domain
 from .single import SingleDatasetFile
 
@@ -42,6 +44,11 @@ def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> FileNode:
 def describe(ds: Dataset, pipe: Pipeline) -> str:
     """How this view serves a dataset (``polyfs info``): chunk bytes as stored, except
     variable-length and reference data, whose disk form HDF5 spells differently."""
+    try:
+        encode_type(ds.type)
+        disk_itemsize(ds.type)
+    except (UnsupportedType, InvalidInput):
+        return "-"  # left out of the file
     if ds.type.is_vlen:
         return "transcoded (variable-length)"
     if T.has_reference(ds.type):

@@ -155,6 +155,8 @@ class DatasetPlan:
         target = self.dtype.newbyteorder(">") if self.dtype.itemsize > 1 else self.dtype
         transform = cs.astype_transform(self.dtype, target) if target != self.dtype else None
         reason = "little-endian" if not big else "filters N5 cannot express"
+        if self.src.pipeline.opaque:
+            reason = cs.opaque_reason(self.src.pipeline, "N5") + ("" if big else "; little-endian")
         t = cs.Transcoding(("n5-raw-be",), cs.identity, transform, self.src.raw_nbytes)
         return cs.transcoded(t, reason), {"type": "raw"}
 
@@ -245,6 +247,8 @@ class N5Domain(hdmf.Hierarchy):
         if et is None:
             log.info("n5: %s not shown: N5 holds numeric types only", self.where(path))
             return None
+        if cs.left_out("n5", self.where(path), ds, self.ctx, log):
+            return None
         attrs = hdmf.attributes_json(ds, self.paths, self.where(path), skip=SKIP_ATTRS)
         rank = max(1, ds.shape.rank + len(et[1]))
         for key in [k for k in attrs if k in AXIS_ATTRS and not AXIS_ATTRS[k](attrs[k], rank)]:
@@ -265,6 +269,8 @@ def describe(ds: Dataset, pipe: Any) -> str:
     et = element_type(ds.type) if ds.shape.kind != "null" else None
     if et is None:
         return "-"
+    if pipe.undecodable:
+        return f"- ({pipe.undecodable})"
     src = cs.ChunkSource(None, ds, None, pipe, ds.chunk_nbytes)  # type: ignore[arg-type]
     plan = DatasetPlan(None, ds, "", et[0], et[1], {}, src)  # type: ignore[arg-type]
     return plan.recipe_compression[0].describe()

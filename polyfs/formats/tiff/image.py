@@ -188,4 +188,4 @@ def image_like(ds: Dataset) -> bool:
         return False
     if isinstance(t, EnumType):
         return t.is_bool
-    return isinstance(t, (IntType, FloatType))
+    return isinstance(t, (IntType, FloatType)) and t.is_numeric  # not bit layouts numpy lacks

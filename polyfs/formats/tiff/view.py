@@ -36,6 +36,7 @@ from ...errors import NotFound
 from ...model.schema import Dataset, Group
 from ...model.tree import DomainModel
 from ...vfile import VFile
+from ...views import chunkserve as cs
 from ...views.base import DirNode, FileNode, Node, ViewContext
 from ..polyglot import file as polyglot
 from .image import EXTENSION, compose, dataset_image, image_like
@@ -50,6 +51,8 @@ def describe(ds: Dataset, pipe: Pipeline, level: int = 0) -> str:
     pure: no store access (``polyfs info``)."""
     if not image_like(ds):
         return "-"
+    if pipe.undecodable:
+        return f"- ({pipe.undecodable})"
     if zero_copy(ds, None, pipe):
         return "zero-copy"
     why = []
@@ -119,6 +122,8 @@ def _tree(model: DomainModel, ctx: ViewContext) -> dict[str, Node]:
     for e in model.walk():
         ds = e.obj
         if not isinstance(ds, Dataset) or not image_like(ds):
+            continue
+        if cs.left_out("tiff", f"{model.path}{e.path}", ds, ctx, log):
             continue
         parent = e.parent.obj if e.parent is not None and isinstance(e.parent.obj, Group) else None
         name = e.path.rsplit("/", 1)[-1]

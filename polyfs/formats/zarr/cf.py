@@ -8,7 +8,9 @@ drives CF masking (a v3 array's ``fill_value`` does not), is spelled by
 numbers as two of those, integers and booleans as JSON; every other
 attribute is taken as it is. So the view:
 
-- spells ``_FillValue`` of every array that way (any domain: it is CF's name);
+- spells ``_FillValue`` of every array that way (any domain: it is CF's name), and
+  leaves it out of variable-length string arrays (xarray fails on any value there;
+  the store keeps it);
 - in a **netCDF-4 domain** (``_NCProperties`` on the root, or netCDF's
   dimension bookkeeping on a dataset) shows what netCDF-4 shows: the
   dimension-scale and netCDF-internal attributes (:data:`NC_HIDDEN`) are left
@@ -16,7 +18,11 @@ attribute is taken as it is. So the view:
   scalars (netCDF attributes are 1-D; netCDF4-python reads one element as a
   scalar), and dimensions without a coordinate variable (netCDF's
   "This is a netCDF dimension but not a netCDF variable" scales) are no arrays;
-- leaves out ``_ARRAY_DIMENSIONS`` where ``dimension_names`` come from it.
+- leaves out ``_ARRAY_DIMENSIONS`` where ``dimension_names`` come from it;
+- in a netCDF-4 domain, shows a variable shorter than an unlimited dimension it uses
+  as long as that dimension (:func:`unlimited_shapes`): netCDF reads an unlimited
+  dimension as long as its longest variable, and the rest of a shorter one as its fill
+  value, which is what a Zarr reader makes of the missing chunks.
 
 Hidden attributes are kept in the store: a written ``zarr.json`` is compared
 with what the view shows (ingest.py), so a rewrite never drops them.
@@ -27,8 +33,11 @@ import base64
 import struct
 from typing import Any
 
-from ...errors import UnsupportedType
-from ...model.schema import Dataset, Group
+import numpy as np
+
+from ...errors import PolyfsError, UnsupportedType
+from ...model import values
+from ...model.schema import UNLIMITED, Dataset, Group
 from ...model.tree import DomainModel
 from ...views import hdmf
 
@@ -52,6 +61,48 @@ def dimension_only(ds: Dataset) -> bool:
     """A netCDF dimension without a coordinate variable (a placeholder dimension scale)."""
     name = hdmf.text_attr(ds, "NAME")
     return bool(name) and name.startswith(hdmf.NETCDF_DIM_ONLY)
+
+
+def scale_ids(ds: Dataset) -> list[str | None]:
+    """The dimension scale attached first to each axis of ``ds`` (from ``DIMENSION_LIST``)."""
+    attr = ds.attributes.get("DIMENSION_LIST")
+    if attr is None:
+        return []
+    try:
+        arr = values.to_numpy(attr.type, attr.shape, attr.value)
+    except (PolyfsError, ValueError, TypeError):
+        return []
+    out: list[str | None] = []
+    for refs in arr.reshape(-1):
+        ids = [values.ref_from_json(r) for r in np.asarray(refs, dtype=object).reshape(-1)]
+        out.append(next((i for i in ids if i), None))
+    return out
+
+
+def unlimited_shapes(model: DomainModel) -> dict[str, tuple[int, ...]]:
+    """netCDF's shape of each dataset shorter than an unlimited dimension it uses (by id):
+    an unlimited dimension is as long as the longest dataset along it (its scale included)."""
+    uses: list[tuple[str, int, str]] = []  # (dataset id, axis, scale id)
+    for ds_id, ds in model.datasets.items():
+        if ds.shape.kind != "simple" or ds.shape.maxdims is None:
+            continue
+        if hdmf.text_attr(ds, "CLASS") == "DIMENSION_SCALE":
+            if ds.shape.rank == 1 and ds.shape.maxdims[0] is UNLIMITED:
+                uses.append((ds_id, 0, ds_id))
+            continue
+        for axis, scale in enumerate(scale_ids(ds)[:ds.shape.rank]):
+            if scale in model.datasets and ds.shape.maxdims[axis] is UNLIMITED:
+                uses.append((ds_id, axis, scale))
+    length: dict[str, int] = {}
+    for ds_id, axis, scale in uses:
+        length[scale] = max(length.get(scale, 0), model.datasets[ds_id].shape.dims[axis])
+    out: dict[str, tuple[int, ...]] = {}
+    for ds_id, axis, scale in uses:
+        dims = list(out.get(ds_id, model.datasets[ds_id].shape.dims))
+        if dims[axis] < length[scale]:
+            dims[axis] = length[scale]
+            out[ds_id] = tuple(dims)
+    return out
 
 
 def _b64_float(x: Any) -> str:
@@ -86,6 +137,16 @@ class Conventions:
 
     def __init__(self, model: DomainModel) -> None:
         self.netcdf = is_netcdf(model)
+        self._model = model
+        self._shapes: dict[str, tuple[int, ...]] | None = None
+
+    def shape(self, ds: Dataset) -> tuple[int, ...] | None:
+        """The shape to show for ``ds`` where it is not its own (see :func:`unlimited_shapes`)."""
+        if not self.netcdf:
+            return None
+        if self._shapes is None:
+            self._shapes = unlimited_shapes(self._model)
+        return self._shapes.get(ds.id)
 
     def shows(self, ds: Dataset) -> bool:
         return not (self.netcdf and dimension_only(ds))
@@ -106,7 +167,9 @@ class Conventions:
     def array(self, attrs: dict[str, Any], zt: hdmf.ZarrType | None,
               dims_from_attribute: bool) -> dict[str, Any]:
         out = self._common(attrs)
-        if FILL in out and zt is not None:
+        if FILL in out and zt is not None and zt.kind == "vlen":
+            del out[FILL]  # xarray's FillValueCoder refuses every _FillValue of a v3 string array
+        elif FILL in out and zt is not None:
             out[FILL] = fill_attribute(out[FILL], zt)
         if dims_from_attribute:
             out.pop(ARRAY_DIMENSIONS, None)

@@ -14,8 +14,9 @@ stored encoding (chunkserve.py has the recipes):
   one without a core codec (HDF5 shuffle, as netCDF's ``zlib=True`` writes,
   fletcher32, bzip2; tensorstore has none of them), chunks whose deflate is
   followed by another filter (fletcher32 over a zlib stream cannot be
-  spliced), and structured types with big-endian fields (zarr-python reads
-  structured fields little-endian). The mount option ``zarr_numcodecs``
+  spliced), and structured types with big-endian fields or padding
+  (zarr-python reads structured fields little-endian and packed: a padded
+  compound, e.g. a netCDF C struct, is served packed). The mount option ``zarr_numcodecs``
   (``ViewOptions.zarr_numcodecs``) serves the first kind as stored instead,
   under ``numcodecs.shuffle``/``numcodecs.fletcher32``/``numcodecs.bz2``,
   which zarr-python alone reads.
@@ -178,12 +179,22 @@ def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource, paths: dict[str, str],
         t = cs.Transcoding(("zarr-vlen-utf8",), cs.identity, lambda raw, p=prefix: p + raw, None)
         return cs.transcoded(t, "variable-length chunk re-framed"), head
     raw = src.raw_nbytes
-    if zt.needs_swap:
-        t = cs.Transcoding(("zarr-structured-le",), cs.identity, cs.astype_transform(zt.stored, zt.served), raw)
-        return cs.transcoded(t, "structured fields to little-endian"), head
+    if zt.needs_swap:  # little-endian fields; a padded compound also loses its padding (Zarr's are packed)
+        length = raw // zt.stored.itemsize * zt.served.itemsize if raw is not None else None
+        t = cs.Transcoding(("zarr-structured-le",), cs.identity, cs.astype_transform(zt.stored, zt.served), length)
+        packs = zt.stored.itemsize != zt.served.itemsize
+        why = "padded compound packed" if packs else "structured fields to little-endian"
+        return cs.transcoded(t, why), head
+    if zt.space_padded:  # Zarr pads with NULs: the value HDF5 reads has no trailing spaces
+        length = zt.data_type["configuration"]["length_bytes"]
+        t = cs.Transcoding(("zarr-spacepad",), cs.identity, space_to_null(length), raw)
+        return cs.transcoded(t, "space padding to null padding"), head
     if DEFLATE in pipe.ids and not cs.deflate_last(pipe):
         t = cs.Transcoding(("zarr-raw",), cs.identity, None, raw)
         return cs.transcoded(t, "deflate is not the last filter"), head
+    if pipe.opaque:  # filters outside the table: decoded by HDF5's own filters, served as plain bytes
+        t = cs.Transcoding(("zarr-raw",), cs.identity, None, raw)
+        return cs.transcoded(t, cs.opaque_reason(pipe, "Zarr")), head
     codecs = filter_codecs(pipe)
     others = spec.non_spec(codecs)
     if others and not numcodecs:
@@ -191,6 +202,15 @@ def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource, paths: dict[str, str],
         return cs.transcoded(t, f"{'+'.join(others)}: not Zarr v3 codecs"), head
     recipe = cs.gzip_spliced() if cs.deflate_last(pipe) else cs.stored()
     return recipe, head + codecs
+
+
+def space_to_null(length: int):
+    """Chunk bytes of space-padded strings with their padding as NULs (what HDF5 gives
+    a reader of a null-padded string: the same text)."""
+    def run(raw: bytes) -> bytes:
+        arr = np.frombuffer(raw, dtype=f"S{length}")
+        return np.char.rstrip(arr, b" ").astype(f"S{length}").tobytes()
+    return run
 
 
 def _reference_recipe(src: cs.ChunkSource, paths: dict[str, str], count: int) -> cs.Recipe:
@@ -222,11 +242,18 @@ class ArrayPlan:
     attributes: dict[str, Any]
     dimension_names: list[str | None] | None
     sharded: bool = True
+    # netCDF's longer dims (cf.unlimited_shapes): chunks past the dataset's own extent are missing (fill)
+    shown_dims: tuple[int, ...] | None = None
     _src: cs.ChunkSource | None = field(default=None, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.ds.shape.array_shape) + self.zt.inner
+
+    @property
+    def shown_shape(self) -> tuple[int, ...]:
+        """The ``shape`` of ``zarr.json``: the dataset's, or netCDF's longer one."""
+        return self.shape if self.shown_dims is None else tuple(self.shown_dims) + self.zt.inner
 
     @property
     def chunk_shape(self) -> tuple[int, ...]:
@@ -298,7 +325,7 @@ class ArrayPlan:
             outer = self.chunk_shape
         meta: dict[str, Any] = {
             "zarr_format": 3, "node_type": "array",
-            "shape": list(self.shape), "data_type": self.zt.data_type,
+            "shape": list(self.shown_shape), "data_type": self.zt.data_type,
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(outer)}},
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
             "fill_value": fill, "codecs": codecs, "attributes": self.attributes,
@@ -425,12 +452,15 @@ class ZarrDomain(hdmf.Hierarchy):
         except UnsupportedType as exc:
             log.info("zarr: %s not shown: %s", self.where(path), exc)
             return None
+        if cs.left_out("zarr", self.where(path), ds, self.ctx, log):
+            return None
         dims = self._dimension_names(ds, path)
         attrs = self.cf.attributes(ds, hdmf.attributes_json(ds, self.paths, self.where(path), skip=hdmf.RESERVED),
                                    dims)
         if zt.kind == "reference":
             attrs[hdmf.ZARR_DTYPE] = "object"
-        return ArrayPlan(self.ctx, ds, path, zt, self.paths, attrs, dims, self.ctx.options.zarr_sharded)
+        return ArrayPlan(self.ctx, ds, path, zt, self.paths, attrs, dims, self.ctx.options.zarr_sharded,
+                         self.cf.shape(ds))
 
 
 def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
@@ -449,6 +479,8 @@ def describe(ds: Dataset, pipe: Pipeline, numcodecs: bool = False) -> str:
         zt = hdmf.zarr_type(ds.type)
     except UnsupportedType:
         return "-"
+    if pipe.undecodable:
+        return f"- ({pipe.undecodable})"
     src = cs.ChunkSource(None, ds, None, pipe, None if ds.type.is_vlen else ds.chunk_nbytes)  # type: ignore[arg-type]
     return choose_recipe(zt, src, {}, numcodecs)[0].describe()
 
