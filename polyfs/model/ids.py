@@ -27,7 +27,7 @@ def _format(kind: str, first16: str, second16: str) -> str:
 
 def parse(obj_id: str) -> tuple[str, str, str]:
     """``(kind, first16, second16)``; raises SchemaError for malformed ids."""
-    m = ID_RE.match(obj_id or "")
+    m = ID_RE.match(obj_id) if isinstance(obj_id, str) else None  # JSON may hold any type
     if not m:
         raise SchemaError(f"malformed object id {obj_id!r}")
     kind, a, b, c, d, e = m.groups()
@@ -68,7 +68,7 @@ def new_id(kind: str, root_id: str) -> str:
 
 def halves(obj_id: str) -> tuple[str, str]:
     """The two key components ``<uuid1>`` = hex8-hex8 and ``<uuid2>`` = hex4-hex6-hex6."""
-    m = ID_RE.match(obj_id or "")
+    m = ID_RE.match(obj_id) if isinstance(obj_id, str) else None  # JSON may hold any type
     if not m:
         raise SchemaError(f"malformed object id {obj_id!r}")
     _, a, b, c, d, e = m.groups()

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from functools import wraps
+from typing import Any, Callable, Mapping, TypeVar
 
 from ..errors import SchemaError
 from . import ids
@@ -24,6 +25,31 @@ UNLIMITED = None  # a maxdims entry with no limit
 
 DEFAULT_ACL = {"create": True, "read": True, "update": True, "delete": True, "readACL": True, "updateACL": True}
 PUBLIC_READ_ACL = {"create": False, "read": True, "update": False, "delete": False, "readACL": False, "updateACL": False}
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+# what Python raises reading JSON of the wrong shape (a list for an object, a string for a number,
+# a number too large for a float, nesting too deep to walk)
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError)
+
+
+def _schema_errors(what: str) -> Callable[[_F], _F]:
+    """Make ``from_json`` raise SchemaError (never a bare Python error) for a malformed body."""
+
+    def wrap(fn: _F) -> _F:
+        @wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except MALFORMED as exc:
+                if isinstance(exc, SchemaError):
+                    raise
+                name = f" {args[1]}" if what == "domain" and len(args) > 1 else ""
+                raise SchemaError(f"{what}{name} is malformed ({type(exc).__name__}: {exc})") from None
+
+        return inner  # type: ignore[return-value]
+
+    return wrap
 
 
 def now() -> float:
@@ -184,6 +210,7 @@ class Domain:
         return cls(path, owner, {owner: dict(DEFAULT_ACL), "default": dict(PUBLIC_READ_ACL)}, root, t, t)
 
     @classmethod
+    @_schema_errors("domain")
     def from_json(cls, path: str, obj: Mapping[str, Any]) -> "Domain":
         if not isinstance(obj, Mapping):
             raise SchemaError(f"domain {path}: body is not an object")
@@ -217,6 +244,7 @@ class Group:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
+    @_schema_errors("group")
     def from_json(cls, obj: Mapping[str, Any], resolve: Resolver | None = None) -> "Group":
         gid = obj.get("id")
         ids.parse(gid or "")
@@ -246,6 +274,7 @@ class Datatype:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
+    @_schema_errors("datatype")
     def from_json(cls, obj: Mapping[str, Any], resolve: Resolver | None = None) -> "Datatype":
         tid = obj.get("id")
         ids.parse(tid or "")
@@ -284,6 +313,7 @@ class Dataset:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
+    @_schema_errors("dataset")
     def from_json(cls, obj: Mapping[str, Any], resolve: Resolver | None = None) -> "Dataset":
         did = obj.get("id")
         ids.parse(did or "")
@@ -312,11 +342,14 @@ class Dataset:
             raise SchemaError(f"dataset {did}: chunk rank {len(chunks)} != shape rank {shape.rank}")
         if any(c <= 0 for c in chunks):
             raise SchemaError(f"dataset {did}: chunk dims must be positive: {list(chunks)}")
+        filters = cpl.get("filters") or []
+        if not isinstance(filters, list) or not all(isinstance(f, Mapping) for f in filters):
+            raise SchemaError(f"dataset {did}: filters must be a list of objects, not {filters!r:.80}")
         extra = {k: v for k, v in obj.items()
                  if k not in ("id", "root", "type", "shape", "layout", "creationProperties",
                               "attributes", "created", "lastModified")}
         return cls(did, obj.get("root", ids.root_of(did)), t, shape, chunks, layout_class,
-                   list(cpl.get("filters") or []), cpl.get("fillValue"), _attrs_from_json(obj, resolve),
+                   list(filters), cpl.get("fillValue"), _attrs_from_json(obj, resolve),
                    cpl, float(obj.get("created", 0.0)), float(obj.get("lastModified", 0.0)), extra)
 
     def to_json(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
 from ..codecs.pipeline import Pipeline, gzip_trailer
-from ..errors import ChunkMissing, NotFound
+from ..errors import ChunkMissing, CodecError, NotFound
 
 
 def fetch_chunk(ctx: Any, key: str) -> bytes:
@@ -67,6 +67,9 @@ class TranscodedChunk:
         return sized
 
 
+ZLIB_MIN = 8  # the shortest zlib stream: 2-byte header, an empty final block, Adler-32
+
+
 @dataclass(frozen=True)
 class GzipTrailer:
     """CRC32 + ISIZE closing a gzip member spliced from a stored zlib stream.
@@ -88,6 +91,8 @@ class GzipTrailer:
 
     def produce(self, ctx: Any) -> bytes:
         catalog = ctx.catalog
+        if self.stored_size < ZLIB_MIN:
+            raise CodecError(f"chunk {self.key}: {self.stored_size} bytes cannot be a zlib stream")
         try:
             tail = ctx.store.get_range(self.key, self.stored_size - 4, 4)
         except NotFound:
@@ -96,7 +101,10 @@ class GzipTrailer:
         crc = catalog.crc_table(self.dataset).lookup(self.linear, adler)
         if crc is None:
             stream = fetch_chunk(ctx, self.key)
-            crc = catalog.chunk_crc32(self.dataset, self.linear, stream)
+            try:
+                crc = catalog.chunk_crc32(self.dataset, self.linear, stream)
+            except zlib.error as exc:
+                raise CodecError(f"chunk {self.key}: corrupt zlib stream ({exc})") from None
         return gzip_trailer(crc, self.raw_nbytes)
 
 

@@ -29,6 +29,14 @@ from .source import HDF5Importer, _h5
 
 log = logging.getLogger(__name__)
 
+# what the HDF5 library (through h5py) raises reading a damaged file: a corrupt written file is bad
+# input (EINVAL, one log line), not an internal error
+H5_DAMAGE = (OSError, RuntimeError, ValueError, KeyError, TypeError, IndexError, OverflowError)
+
+
+def _damaged(where: str, exc: BaseException) -> InvalidInput:
+    return InvalidInput(f"{where}: not a readable HDF5 file ({type(exc).__name__}: {' '.join(str(exc).split())})")
+
 
 class Hdf5Ingester:
     """Reads a flushed ``hdf5/<stem>.h5`` (changes validated before anything is committed)."""
@@ -63,6 +71,13 @@ class Hdf5Ingester:
             hf = planner.build()
         except (ValueError, KeyError, OverflowError) as exc:
             raise UnsupportedType(f"{where}: the view of {model.path} cannot be planned: {exc}") from exc
+        try:
+            return self._diff(t, src, where, planner, hf)
+        except H5_DAMAGE as exc:
+            raise _damaged(where, exc) from None
+
+    def _diff(self, t: Any, src: WrittenFile, where: str, planner: Planner, hf: Any) -> DocumentChanges:
+        model: DomainModel = t.model
         with self._open(src, where) as f:
             ub = hf.plan.base  # bytes before the superblock: none in this view (superblock at 0)
             if ub and not src.untouched(0, ub) and any(src.read(0, ub)):
@@ -83,6 +98,9 @@ class Hdf5Ingester:
             try:
                 HDF5Importer(Path(where), writer, default_options(where)).run_file(f)
                 writer.commit()  # the new .domain.json last: the domain (or its new version) appears at once
+            except H5_DAMAGE as exc:
+                writer.abort()
+                raise _damaged(where, exc) from None
             except BaseException:
                 writer.abort()
                 raise

@@ -25,6 +25,8 @@ from .spec import DATASET_KEYS, META, MODE_DEFAULT, N5_KEYS, RESERVED, compressi
     parse_block_header
 
 HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
+# what a malformed (but valid JSON) attributes.json makes Python raise while it is read
+MALFORMED = (KeyError, TypeError, ValueError, OverflowError, AttributeError, RecursionError)
 
 
 def _err(where: str, cause: object) -> InvalidInput:
@@ -36,6 +38,8 @@ def load(data: bytes, where: str) -> dict[str, Any]:
         return json_object(data) if data.strip() else {}
     except ValueError as exc:
         raise _err(where, exc) from None
+    except RecursionError:
+        raise _err(where, "not valid JSON (nested too deeply)") from None
 
 
 def user_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -44,6 +48,13 @@ def user_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
 
 def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
     attrs = load(data, where)
+    try:
+        return _parse(attrs, where)
+    except MALFORMED as exc:
+        raise _err(where, f"malformed attributes ({type(exc).__name__}: {exc})") from None
+
+
+def _parse(attrs: dict[str, Any], where: str) -> GroupWrite | ArrayWrite:
     if not any(k in attrs for k in DATASET_KEYS):
         return GroupWrite(user_attributes(attrs))
     missing = [k for k in DATASET_KEYS if k not in attrs]
@@ -52,7 +63,7 @@ def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
     try:
         shape = tuple(int(x) for x in reversed(attrs["dimensions"]))
         block = tuple(int(x) for x in reversed(attrs["blockSize"]))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise _err(where, f"malformed dimensions/blockSize ({exc})") from None
     npdt = numpy_dtype(attrs["dataType"])
     if npdt is None:

@@ -33,6 +33,8 @@ def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
         meta = json_object(data)
     except ValueError as exc:
         raise _err(where, exc) from None
+    except RecursionError:
+        raise _err(where, "not valid JSON (nested too deeply)") from None
     if meta.get("zarr_format") != 3:
         raise _err(where, f"zarr_format {meta.get('zarr_format')!r} (only Zarr v3 metadata can be written)")
     attrs = meta.get("attributes", {})
@@ -45,7 +47,7 @@ def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
         raise _err(where, f"node_type {kind!r} is neither group nor array")
     try:
         return _array(meta, attrs, where)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
         raise _err(where, f"malformed array metadata ({type(exc).__name__}: {exc})") from None
 
 

@@ -254,13 +254,17 @@ def fill_json(fill: Any, dtype: T.DType) -> Any:
             return True if fill else None
         if isinstance(base, T.IntType):
             v = int(fill, 16) if isinstance(fill, str) and fill.startswith("0x") else int(fill)
+            bits = 8 * base.size
+            lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if base.signed else (0, (1 << bits) - 1)
+            if not lo <= v <= hi:
+                raise ValueError(f"{v} is out of range")
             return None if v == 0 else v
         if isinstance(base, T.OpaqueType):
             b = bytes(int(x) for x in fill) if isinstance(fill, list) else b""
             return None if not any(b) else values.element_to_json(base, b)
         if isinstance(base, T.StringType):
             return fill if fill else None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"fill_value {fill!r} does not fit {base}: {exc}") from None
     return None
 
