@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ...codecs.registry import Filter
-from ...errors import PolyfsError, ReadOnly, SourceError, StoreError, UnsupportedSource
+from ...errors import InvalidInput, PolyfsError, ReadOnly, SourceError, StoreError, UnsupportedSource
 from ...model import types as T
 from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
@@ -612,6 +612,9 @@ class HDF5Importer:
                 if kind == h5s.NULL:
                     self.writer.set_attr(target, name, t, Shape("null"), None)
                     continue
+                claimed = aid.get_space().get_simple_extent_npoints() * max(1, aid.get_type().get_size())
+                if claimed > self.file.id.get_filesize():  # a damaged dataspace: h5py would allocate it all
+                    raise InvalidInput(f"its dataspace claims {claimed} bytes, more than the whole file holds")
                 value = read_raw(aid, t) if raw_read_type(t) else h5obj.attrs[name]
                 if isinstance(value, h5py.Empty):
                     self.writer.set_attr(target, name, t, Shape("null"), None)
