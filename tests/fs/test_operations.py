@@ -60,6 +60,15 @@ def test_lookup_getattr_open_read(ops):
     assert run(ops.lookup, attr.st_ino, b"f.txt", None).st_ino == f.st_ino
 
 
+def test_read_only_mount_asks_the_kernel_to_stop_flushing(ops):
+    """A read-only mount answers FLUSH with ENOSYS, after which the kernel sends none:
+    every close() of a file saves a round trip. A writable mount flushes (it stores there)."""
+    f = run(ops.lookup, run(ops.lookup, ROOT_INODE, b"a", None).st_ino, b"f.txt", None)
+    fi = run(ops.open, f.st_ino, os.O_RDONLY, None)
+    assert fuse_errno(ops.flush, fi.fh) == errno.ENOSYS
+    run(ops.release, fi.fh)
+
+
 def fuse_errno(fn, *args):
     with pytest.raises(pyfuse3.FUSEError) as ei:
         run(fn, *args)
