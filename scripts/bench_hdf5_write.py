@@ -312,10 +312,7 @@ def report(cases: list[Case], info: dict) -> bool:
               f"{bw.fmt(c.hwm, '10.0f')} {RSS_TARGET_MIB:4} {bw.fmt(c.closes.get('view'), '12.2f')}  {verdict}")
     print(f"\ndaemon pid {info.get('pid')}: VmHWM after mount {bw.fmt(info.get('after_mount'), '.0f')} MiB, "
           f"at the end {bw.fmt(info.get('final_hwm'), '.0f')} MiB")
-    problems = info.get("problems", [])
-    print(f"daemon log: {len(problems)} warning/error lines")
-    for line in problems[:8]:
-        print("  " + line[:300])
+    bw.print_problems("daemon log", info.get("problems", []))
     return ok
 
 

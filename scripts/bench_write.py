@@ -330,6 +330,13 @@ def fmt(x: float | None, spec: str = "8.2f") -> str:
     return format(x, spec) if x is not None else "-".rjust(int(spec.split(".")[0] or 1))
 
 
+def print_problems(label: str, problems: list[str]) -> None:
+    """The daemon log's warning/error lines (count, and the first few)."""
+    print(f"{label}: {len(problems)} warning/error lines")
+    for line in problems[:8]:
+        print("  " + line[:300])
+
+
 def report(rows: list[Row], mems: list[SizeMemory]) -> bool:
     """Prints the tables; True when every write succeeded and read back equal."""
     ok = True
@@ -358,9 +365,7 @@ def report(rows: list[Row], mems: list[SizeMemory]) -> bool:
         print(f"growth {s0} -> {s1} MiB: {h1 - h0:+.0f} MiB -> "
               f"{'not growing' if h1 <= 1.1 * h0 + 32 else 'GROWS with size'}")
     for m in mems:
-        print(f"\ndaemon log, {m.size} MiB: {len(m.problems)} warning/error lines")
-        for line in m.problems[:8]:
-            print("  " + line[:300])
+        print_problems(f"\ndaemon log, {m.size} MiB", m.problems)
     return ok
 
 

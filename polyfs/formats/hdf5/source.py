@@ -46,6 +46,7 @@ from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
 from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
+from .filters import h5py_with_plugins
 from .dtypes import compound_from_library, disk_dtype
 from .repack import copy_repacked, needs_repack, packed_filters, packed_values
 from .region import selection_json
@@ -79,33 +80,6 @@ def is_hdf5(path: Path) -> bool:
 
 
 # -- types ------------------------------------------------------------------------
-_PLUGINS_REGISTERED = False
-
-
-def _h5():
-    """h5py, with hdf5plugin's filters registered in this process.
-
-    ``import hdf5plugin`` skips filters HDF5 already finds, and with
-    ``HDF5_PLUGIN_PATH`` set (for h5dump and friends) HDF5 finds hdf5plugin's
-    shared objects and loads them against another libhdf5: their callbacks
-    then fail ("error during user callback"). Registering with ``force``
-    installs the in-process copies instead.
-    """
-    global _PLUGINS_REGISTERED
-    import h5py
-
-    if not _PLUGINS_REGISTERED:
-        try:
-            import hdf5plugin
-
-            if os.environ.get("HDF5_PLUGIN_PATH"):
-                hdf5plugin.register(force=True)
-        except ImportError:  # pragma: no cover - filters outside the table then need HDF5's own
-            pass
-        _PLUGINS_REGISTERED = True
-    return h5py
-
-
 def model_type(tid, where: str) -> T.DType:
     """The model type of an h5py TypeID (committedness handled by the caller)."""
     from h5py import h5t
@@ -304,7 +278,7 @@ class HDF5Importer:
 
     # -- entry ------------------------------------------------------------------
     def run(self) -> None:
-        h5py = _h5()
+        h5py = h5py_with_plugins()
         try:
             f = h5py.File(self.path, "r")
         except (OSError, ValueError) as exc:
@@ -331,7 +305,7 @@ class HDF5Importer:
         return (info.fileno, info.addr)
 
     def _walk(self, f) -> None:
-        h5py = _h5()
+        h5py = h5py_with_plugins()
         root = self.key(f.id)
         self.objects[root] = _Object("group", "/", model=self.writer.root)
         queue = [(root, f, "/")]
@@ -375,7 +349,7 @@ class HDF5Importer:
     def dataset(self, path: str):
         """The dataset at ``path``. External raw storage is found relative to the source
         file's directory, as HDF5 resolves it for a file opened from there (not the cwd)."""
-        h5py = _h5()
+        h5py = h5py_with_plugins()
         from h5py import h5d, h5p
 
         d = self.file[path]
@@ -600,7 +574,7 @@ class HDF5Importer:
     def _copy_attrs(self, h5obj, target: Group | Dataset | Datatype, opath: str) -> None:
         from h5py import h5s
 
-        h5py = _h5()
+        h5py = h5py_with_plugins()
         # in creation order when the object tracks it (h5py iterates H5_INDEX_CRT_ORDER then),
         # else by name: the model keeps this order, the HDF5 view shows it as creation order
         for name in h5obj.attrs:
