@@ -25,7 +25,8 @@ from ...model.writer import DomainWriter
 from ...views.base import ViewContext
 from ...writes.protocol import ByteSource, DocumentChanges, SourceReader, WrittenFile
 from .diff import DocumentDiff, Planner, default_options
-from .source import HDF5Importer, _h5
+from .filters import h5py_with_plugins
+from .source import HDF5Importer
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class Hdf5Ingester:
         return t.rest == []
 
     def _open(self, src: ByteSource, where: str) -> Any:
-        h5py = _h5()
+        h5py = h5py_with_plugins()
         try:
             return h5py.File(SourceReader(src), "r")
         except (OSError, ValueError, RuntimeError) as exc:
