@@ -5,16 +5,36 @@ methods from worker threads. Endpoint and credentials come from explicit
 options first, then the usual AWS environment variables
 (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 ``AWS_REGION``), which obstore reads itself.
+
+Every call has a deadline and is retried here, not inside obstore: 5xx replies,
+dropped or reset connections, timeouts and bodies cut short (caught by checking
+every length against what was asked) get another attempt after a jittered
+exponential backoff while the call's deadline allows; a call ends within deadline
++ timeout whatever the endpoint does. Only then does the caller get a StoreError
+(EIO) naming the key. Whole-object PUTs and DELETEs are idempotent, so retrying one
+whose reply was lost is safe. Limits come from ``POLYFS_S3_TIMEOUT`` (seconds per
+attempt, default 30), ``POLYFS_S3_DEADLINE`` (seconds per call, default 120) and
+``POLYFS_S3_RETRIES`` (attempts after the first, default 10).
 """
 from __future__ import annotations
 
+import logging
 import os
+import random
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 from urllib.parse import urlparse
 
 from ..errors import NotFound, PreconditionFailed, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _obstore():
@@ -24,6 +44,41 @@ def _obstore():
 
 
 _PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-s3put")
+log = logging.getLogger("polyfs.store.s3")
+T = TypeVar("T")
+
+
+class _ShortBody(Exception):
+    """A reply body shorter than its request promised (a connection cut mid-reply)."""
+
+
+@dataclass(frozen=True)
+class S3Limits:
+    """How long one S3 call may take, and how often it is tried."""
+
+    timeout: float = 30.0  # one attempt, connect to last byte
+    deadline: float = 120.0  # one call, every attempt and backoff included
+    retries: int = 10  # attempts after the first
+    backoff: float = 0.1  # first backoff; doubles up to max_backoff, with full jitter
+    max_backoff: float = 5.0
+
+    @classmethod
+    def from_env(cls) -> "S3Limits":
+        def num(name: str, default: float) -> float:
+            raw = os.environ.get(name)
+            if raw is None:
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise StoreError(f"{name}={raw!r} is not a number") from None
+            if value < 0:
+                raise StoreError(f"{name}={raw!r} is negative")
+            return value
+
+        base = cls()
+        return cls(timeout=num("POLYFS_S3_TIMEOUT", base.timeout), deadline=num("POLYFS_S3_DEADLINE", base.deadline),
+                   retries=int(num("POLYFS_S3_RETRIES", base.retries)))
 
 
 class S3Store(Store):
@@ -59,11 +114,17 @@ class S3Store(Store):
             config["secret_access_key"] = secret_access_key
         region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         config["region"] = region or "us-east-1"
-        client: dict[str, Any] = {}
+        self.limits = S3Limits.from_env()
+        client: dict[str, Any] = {"timeout": timedelta(seconds=self.limits.timeout),
+                                  "connect_timeout": timedelta(seconds=min(5.0, self.limits.timeout))}
         if endpoint and endpoint.startswith("http://"):
             client["allow_http"] = True
+        # One retry policy, ours (see _call): obstore's would multiply attempts and
+        # overrun the deadline, and it does not retry cut bodies or timed-out PUTs.
+        retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=max(self.limits.deadline, 1.0))}
         try:
-            self._s = _S3(self.bucket, prefix=self.prefix or None, config=config, client_options=client)
+            self._s = _S3(self.bucket, prefix=self.prefix or None, config=config, client_options=client,
+                          retry_config=retry)
         except Exception as exc:  # obstore raises its own config errors
             raise StoreError(f"{url}: {exc}") from None
 
@@ -74,7 +135,41 @@ class S3Store(Store):
             return NotFound(f"no object {key!r}")
         if isinstance(exc, (ex.PreconditionError, ex.AlreadyExistsError)):
             return PreconditionFailed(f"{key}: concurrent write")
-        return StoreError(f"{self.url}/{key}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return StoreError(f"{self.url}/{key}: {_first_line(exc)}")
+
+    def _transient(self, exc: Exception) -> bool:
+        """Worth another attempt: network and server trouble, not answers about the key."""
+        if isinstance(exc, _ShortBody):
+            return True
+        ex = _obstore().exceptions
+        final = (ex.NotFoundError, FileNotFoundError, ex.PreconditionError, ex.AlreadyExistsError,
+                 ex.PermissionDeniedError, ex.UnauthenticatedError, ex.NotSupportedError, ex.InvalidPathError)
+        return not isinstance(exc, final)
+
+    def _call(self, what: str, key: str, fn: Callable[[], T]) -> T:
+        """``fn()`` retried with backoff until it succeeds, fails for good, or the
+        call's deadline passes; failures become polyfs errors naming the key."""
+        lim = self.limits
+        start = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - classified just below
+                attempt += 1
+                elapsed = time.monotonic() - start
+                pause = random.uniform(0, min(lim.max_backoff, lim.backoff * 2 ** (attempt - 1)))
+                # An attempt starts only inside the deadline, so a call ends within
+                # deadline + timeout whatever the endpoint does.
+                if not self._transient(exc) or attempt > lim.retries or elapsed + pause >= lim.deadline:
+                    err = self._err(key, exc)
+                    if type(err) is StoreError:
+                        log.warning("S3 %s %s failed after %d attempt(s) in %.1fs: %s", what, key, attempt,
+                                    elapsed, err)
+                        raise StoreError(f"{err} ({what}, {attempt} attempt(s) in {elapsed:.1f}s)") from None
+                    raise err from None
+                log.info("S3 %s %s: retrying after %s", what, key, _first_line(exc))
+                time.sleep(pause)
 
     def _writable(self) -> None:
         if self.read_only:
@@ -83,57 +178,78 @@ class S3Store(Store):
     # -- reads -----------------------------------------------------------
     def get(self, key: str) -> bytes:
         check_key(key)
-        try:
-            return bytes(_obstore().get(self._s, key).bytes())
-        except Exception as exc:
-            raise self._err(key, exc) from None
+
+        def once() -> bytes:
+            res = _obstore().get(self._s, key)
+            data = bytes(res.bytes())
+            lo, hi = res.range
+            if len(data) != hi - lo:
+                raise _ShortBody(f"{len(data)} of {hi - lo} bytes")
+            return data
+
+        return self._call("GET", key, once)
+
+    def _size(self, key: str) -> int:
+        return int(_obstore().head(self._s, key)["size"])
+
+    def _check_lengths(self, key: str, ranges: Sequence[tuple[int, int]], got: Sequence[bytes]) -> None:
+        """A short range is only right where the object ends; anything else was cut."""
+        short = [(s, n, len(b)) for (s, n), b in zip(ranges, got) if len(b) != n]
+        if not short:
+            return
+        size = self._size(key)
+        for s, n, k in short:
+            if k != max(0, min(n, size - s)):
+                raise _ShortBody(f"range {s}+{n}: {k} bytes of an object of {size}")
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
         check_key(key)
         if length == 0:
             return b""
-        try:
-            return bytes(_obstore().get_range(self._s, key, start=start, length=length))
-        except Exception as exc:
-            # A range starting past the end is an error in obstore, an empty read here.
-            if not isinstance(exc, _obstore().exceptions.NotFoundError):
-                try:
-                    if start >= self.head(key).size:
-                        return b""
-                except NotFound:
-                    pass
-            raise self._err(key, exc) from None
+
+        def once() -> bytes:
+            try:
+                data = bytes(_obstore().get_range(self._s, key, start=start, length=length))
+            except Exception as exc:
+                # A range starting past the end is an error in obstore, an empty read here.
+                if not isinstance(exc, _obstore().exceptions.NotFoundError):
+                    try:
+                        if start >= self._size(key):
+                            return b""
+                    except Exception:
+                        pass
+                raise
+            self._check_lengths(key, [(start, length)], [data])
+            return data
+
+        return self._call("GET", key, once)
 
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         check_key(key)
         nonempty = [(s, n) for s, n in ranges if n > 0]
         if not nonempty:
             return [b"" for _ in ranges]
-        try:
-            got = _obstore().get_ranges(
-                self._s, key, starts=[s for s, _ in nonempty], lengths=[n for _, n in nonempty]
-            )
-        except Exception as exc:
-            raise self._err(key, exc) from None
-        it = iter(bytes(b) for b in got)
+
+        def once() -> list[bytes]:
+            got = [bytes(b) for b in _obstore().get_ranges(
+                self._s, key, starts=[s for s, _ in nonempty], lengths=[n for _, n in nonempty])]
+            self._check_lengths(key, nonempty, got)
+            return got
+
+        it = iter(self._call("GET", key, once))
         return [next(it) if n > 0 else b"" for _, n in ranges]
 
     def head(self, key: str) -> ObjectInfo:
         check_key(key)
-        try:
-            meta = _obstore().head(self._s, key)
-        except Exception as exc:
-            raise self._err(key, exc) from None
+        meta = self._call("HEAD", key, lambda: _obstore().head(self._s, key))
         return ObjectInfo(key, int(meta["size"]), meta["last_modified"].timestamp(), meta.get("e_tag"))
 
     # -- writes ----------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:
         self._writable()
         check_key(key)
-        try:
-            _obstore().put(self._s, key, bytes(data), use_multipart=False)
-        except Exception as exc:
-            raise self._err(key, exc) from None
+        body = bytes(data)
+        self._call("PUT", key, lambda: _obstore().put(self._s, key, body, use_multipart=False))
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Single PUTs, several in flight."""
@@ -145,11 +261,9 @@ class S3Store(Store):
         self._writable()
         check_key(key)
         try:
-            _obstore().delete(self._s, key)
-        except Exception as exc:
-            err = self._err(key, exc)
-            if not isinstance(err, NotFound):
-                raise err from None
+            self._call("DELETE", key, lambda: _obstore().delete(self._s, key))
+        except NotFound:
+            pass
 
     # -- listings --------------------------------------------------------
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
@@ -157,24 +271,26 @@ class S3Store(Store):
         # obstore matches prefixes per path segment; list the enclosing
         # directory and filter so a partial name matches as on other backends.
         base = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
-        try:
-            stream = _obstore().list(self._s, base or None, chunk_size=1000)
-            for batch in stream:
+
+        def once() -> list[ObjectInfo]:
+            # Collected whole, so a retry after a failed page cannot yield an object twice.
+            out = []
+            for batch in _obstore().list(self._s, base or None, chunk_size=1000):
                 for meta in batch:
                     path = meta["path"]
                     if path.startswith(prefix):
-                        yield ObjectInfo(path, int(meta["size"]), meta["last_modified"].timestamp(), meta.get("e_tag"))
-        except Exception as exc:
-            raise self._err(prefix, exc) from None
+                        out.append(ObjectInfo(path, int(meta["size"]), meta["last_modified"].timestamp(),
+                                              meta.get("e_tag")))
+            return out
+
+        yield from self._call("LIST", prefix or "/", once)
 
     def list_dir(self, prefix: str = "") -> Listing:
         check_prefix(prefix)
         if prefix and not prefix.endswith("/"):
             raise ValueError("list_dir prefix must be empty or end with '/'")
-        try:
-            res = _obstore().list_with_delimiter(self._s, prefix.rstrip("/") or None)
-        except Exception as exc:
-            raise self._err(prefix, exc) from None
+        res = self._call("LIST", prefix or "/",
+                         lambda: _obstore().list_with_delimiter(self._s, prefix.rstrip("/") or None))
         prefixes = tuple(sorted(p.rstrip("/") + "/" for p in res["common_prefixes"]))
         objects = tuple(
             sorted(
