@@ -121,3 +121,29 @@ def test_a_down_endpoint_gives_eio_and_the_daemon_serves_again_when_it_is_back(
             got = f.read()
         assert len(got) > 16
         assert "Traceback" not in m.log_text()
+
+
+def test_a_write_the_endpoint_refuses_is_refused_and_the_store_keeps_its_old_data(
+        s3_server, s3_domain, mount_store, monkeypatch):
+    import zarr
+
+    url, want = s3_domain
+    with FaultProxy(s3_server.endpoint, seed=9, hang=120) as proxy:
+        through_proxy(monkeypatch, proxy, deadline=3.0)
+        m = mount_store(url)
+        arr = zarr.open_array(str(m.path / "zarr/lab/run.zarr/vol"), mode="r+")
+        proxy.configure(rate=1.0, kinds=["503", "reset_after"], methods=["PUT"])
+        with pytest.raises(OSError) as err:
+            arr[:20] = 7
+        assert err.value.errno == errno.EIO
+        os.kill(m.daemon_pid(), 0)
+        proxy.up()
+        # The refused write is not half there: each chunk old or new, the metadata the old.
+        fresh = zarr.open_array(str(m.path / "zarr/lab/run.zarr/vol"), mode="r")[...]
+        for z, y, x in np.ndindex(4, 2, 2):
+            sl = np.s_[z * 10:(z + 1) * 10, y * 25:(y + 1) * 25, x * 15:(x + 1) * 15]
+            assert np.array_equal(fresh[sl], want["vol"][sl]) or (z < 2 and np.all(fresh[sl] == 7)), (z, y, x)
+        arr[:20] = 7  # and the same write succeeds once the endpoint is back
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    res = subprocess.run(polyfs_cmd("check", "--deep", url), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
