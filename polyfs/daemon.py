@@ -16,6 +16,8 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
+import time
 from typing import Callable
 
 from . import config as config_mod
@@ -211,8 +213,29 @@ def build_operations(cfg: config_mod.MountConfig, store=None):
 
         access = AccessGate(catalog_loader(ctx.catalog), ctx.catalog.generation,
                             LocalUsers(os.getuid(), os.getgid()), ttl=cfg.domain_ttl)
+    if cfg.domain_ttl > 0:
+        watch_domains(ctx.catalog, cfg.domain_ttl, shared=store.url.startswith("s3://"))
     return Operations(root, reader, read_only=cfg.read_only, entry_timeout=cfg.entry_timeout,
                       threads=cfg.threads, service=service, budget=budget, access=access)
+
+
+def watch_domains(catalog, ttl: float, shared: bool) -> threading.Thread:
+    """Every ``ttl`` seconds, re-read the domains in use, so what other daemons and hosts
+    change in the store shows here within ``domain_ttl`` (SEMANTICS.md). ``shared``: an
+    object store other hosts write to (their chunk rewrites are picked up as well)."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(ttl)
+            try:
+                for path in catalog.refresh_used(chunks_too=shared):
+                    log.info("domain %s was changed by another writer: re-read", path)
+            except Exception as exc:  # noqa: BLE001 - the next pass tries again
+                log.warning("re-reading domains failed: %s", one_line(exc))
+
+    t = threading.Thread(target=loop, name="polyfs-domain-watch", daemon=True)
+    t.start()
+    return t
 
 
 def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None) -> None:

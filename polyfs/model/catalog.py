@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Any, Iterable
@@ -19,7 +20,7 @@ import numpy as np
 from ..codecs.pipeline import Pipeline, adler32_of_zlib, effective
 from ..codecs.registry import DEFLATE
 from ..codecs.sniff import HEAD_BYTES
-from ..errors import NotFound, PolyfsError, SchemaError
+from ..errors import AlreadyExists, NotFound, PolyfsError, PreconditionFailed, SchemaError
 from ..store.base import Store
 from . import ids, keys
 from . import indexcache
@@ -48,16 +49,18 @@ class Catalog:
         self._dataset_domain: dict[str, str] = {}  # dataset id -> domain path (for invalidation)
         self._generations: dict[str, int] = {}  # domain path -> bumped whenever its files must be re-planned
         self._untrusted: set[str] = set()  # datasets whose persisted index proved stale
+        self._used: set[str] = set()  # domains whose files were asked for since the last refresh_used()
         # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
         self.chunk_listeners: list[Callable[[set[str]], None]] = []
 
     # -- JSON objects ------------------------------------------------------
     def get_json(self, key: str) -> Any:
-        data = self.store.get(key)
-        try:
-            return json.loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise SchemaError(f"{key}: not valid JSON ({type(exc).__name__}: {exc})") from None
+        return _parse_json(key, self.store.get(key))
+
+    def get_json_tagged(self, key: str) -> tuple[Any, str]:
+        """The parsed object and its version tag (for a later conditional write)."""
+        data, tag = self.store.get_tagged(key)
+        return _parse_json(key, data), tag
 
     def put_json(self, key: str, obj: Any) -> None:
         self.store.put(key, dumps(obj))
@@ -107,16 +110,68 @@ class Catalog:
 
     def generation(self, path: str) -> int:
         """Changes whenever files of the domain laid out earlier may be wrong (re-plan them)."""
+        path = keys.normalize_domain(path)
         with self._lock:
-            return self._generations.get(keys.normalize_domain(path), 0)
+            self._used.add(path)
+            return self._generations.get(path, 0)
+
+    def refresh_used(self, chunks_too: bool = False) -> list[str]:
+        """Re-read the domains used since the last call and install what another writer
+        (another daemon, another host) changed; returns their paths. A daemon calls this
+        every ``domain_ttl`` seconds, so changes made elsewhere show within that time.
+        ``chunks_too``: also forget the chunk listings of those domains (the store is
+        shared with other hosts, which may have rewritten chunks without a metadata change)."""
+        with self._lock:
+            used, self._used = self._used, set()
+            cached = {p: self._domains[p] for p in used if p in self._domains}
+        changed = []
+        for path, old in cached.items():
+            try:
+                new = self._load(path)
+            except NotFound:
+                new = None
+            except PolyfsError as exc:
+                log.warning("cannot re-read domain %s: %s", path, exc)
+                continue
+            with self._lock:
+                if self._domains.get(path) is not old:
+                    continue  # changed through this mount meanwhile: that model is newer
+                if new is None:
+                    self.invalidate(path)
+                    self.touch(path)
+                    changed.append(path)
+                    continue
+                if new.tags != old.tags:
+                    for did in old.datasets:
+                        key = keys.object_key(did)
+                        if new.tags.get(key) != old.tags.get(key):
+                            self.invalidate_dataset(did)
+                    self.install(new)
+                    changed.append(path)
+                elif chunks_too and old.datasets:
+                    for did in old.datasets:
+                        self.invalidate_dataset(did)
+                    self.touch(path)
+        return changed
 
     def _load(self, path: str) -> DomainModel:
+        """A consistent read: an object a link names that is missing may be one another
+        writer is replacing right now (a reader racing a change): read the domain again."""
+        for attempt in range(3):
+            try:
+                return self._load_once(path)
+            except _Missing as exc:
+                last = exc
+                time.sleep(0.05 * (attempt + 1))
+        raise NotFound(str(last)) from None
+
+    def _load_once(self, path: str) -> DomainModel:
         try:
-            body = self.get_json(keys.domain_key(path))
+            body, tag = self.get_json_tagged(keys.domain_key(path))
         except NotFound:
             raise NotFound(f"no domain {path} in {self.store.url}") from None
         domain = Domain.from_json(path, body)
-        model = DomainModel(domain)
+        model = DomainModel(domain, tags={keys.domain_key(path): tag})
         if not domain.root:
             return model
         cache: dict[str, Any] = {}
@@ -124,14 +179,16 @@ class Catalog:
         def fetch(obj_id: str) -> tuple[str, Any]:
             key = keys.object_key(obj_id)
             try:
-                return obj_id, self.get_json(key)
+                body, tag = self.get_json_tagged(key)
+                model.tags[key] = tag
+                return obj_id, body
             except NotFound:
                 if ids.is_root(obj_id):
                     try:
                         return obj_id, self.get_json(keys.legacy_root_group_key(obj_id))
                     except NotFound:
                         pass
-                raise NotFound(f"domain {path}: object {obj_id} is missing ({key})") from None
+                raise _Missing(f"domain {path}: object {obj_id} is missing ({key})") from None
 
         def resolve(type_id: str) -> DType:
             if type_id not in model.datatypes:
@@ -356,12 +413,36 @@ class Catalog:
             self._crc[dataset_id] = table
 
     # -- writes ------------------------------------------------------------
-    def put_domain(self, domain: Domain) -> None:
-        self.put_json(keys.domain_key(domain.path), domain.to_json())
+    def put_domain(self, domain: Domain, new: bool = False) -> None:
+        """``new``: only if no domain is there (another host may be making one): else AlreadyExists."""
+        key = keys.domain_key(domain.path)
+        if new:
+            try:
+                self.store.put_if(key, dumps(domain.to_json()), None)
+            except PreconditionFailed:
+                raise AlreadyExists(f"domain {domain.path} already exists in {self.store.url}") from None
+        else:
+            self.put_json(key, domain.to_json())
         self.invalidate(domain.path)
 
     def put_object(self, obj: Group | Dataset | Datatype) -> None:
         self.put_json(keys.object_key(obj.id), obj.to_json())
+
+    def create_object(self, obj: Group | Dataset | Datatype) -> tuple[str, str]:
+        """A new object's JSON, written only if its key is free; (key, tag)."""
+        key = keys.object_key(obj.id)
+        data = dumps(obj.to_json())
+        try:
+            return key, self.store.put_if(key, data, None)
+        except PreconditionFailed:  # ids are fresh UUIDs: only an earlier attempt of ours made it
+            _, tag = self.store.get_tagged(key)
+            return key, self.store.put_if(key, data, tag)
+
+    def swap_object(self, model: DomainModel, obj: Group | Dataset | Datatype) -> tuple[str, str]:
+        """A changed object's JSON, written only if the store still holds the version
+        ``model`` was loaded with (PreconditionFailed if another writer changed it); (key, tag)."""
+        key = keys.object_key(obj.id)
+        return key, self.store.put_if(key, dumps(obj.to_json()), model.tags.get(key))
 
     # -- changes made through the views (model/editor.py) ---------------------
     def touch(self, path: str) -> None:
@@ -405,6 +486,17 @@ class Catalog:
                 listener(keys_)
         if path is not None:
             self.touch(path)
+
+
+class _Missing(NotFound):
+    """An object a loaded link names is not in the store."""
+
+
+def _parse_json(key: str, data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise SchemaError(f"{key}: not valid JSON ({type(exc).__name__}: {exc})") from None
 
 
 def _same_domain(obj_id: str, root_id: str) -> bool:

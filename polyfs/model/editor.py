@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import copy
 import logging
+import random
 import threading
+import time
 import zlib
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
 from ..codecs.pipeline import Pipeline, adler32_of_zlib
 from ..codecs.registry import DEFLATE, Filter
-from ..errors import AlreadyExists, InvalidInput, NotFound, PolyfsError
+from ..errors import AlreadyExists, InvalidInput, NotFound, PolyfsError, PreconditionFailed
 from . import ids, keys
 from .catalog import Catalog
 from .changes import ObjectChange
@@ -34,6 +36,29 @@ from .types import DType
 from .writer import DomainWriter
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+SWAP_ATTEMPTS = 12  # lost races in a row before the writer is told to try again (EAGAIN)
+
+
+class _Writes:
+    """The JSON writes of one editor operation, each conditional: new objects only where
+    their key is free, changed ones only where the store still holds the version the
+    model was loaded with. On a lost race the operation is re-run on a fresh model; the
+    new objects of the lost attempt stay (unreachable, ``check --repair`` removes them):
+    on S3 a swap whose reply was lost may have landed, and deleting them could break a link."""
+
+    def __init__(self, catalog: Catalog, model: DomainModel) -> None:
+        self.catalog = catalog
+        self.model = model
+        self.tags: dict[str, str] = {}
+
+    def create(self, obj: Obj) -> None:
+        key, tag = self.catalog.create_object(obj)
+        self.tags[key] = tag
+
+    def swap(self, obj: Obj) -> None:
+        key, tag = self.catalog.swap_object(self.model, obj)
+        self.tags[key] = tag
 
 
 class DomainEditor:
@@ -86,15 +111,33 @@ class DomainEditor:
             raise InvalidInput(f"{model.path}: {'/' + '/'.join(parts[:-1])} is not a group")
         return parent, name
 
-    def _install(self, model: DomainModel, changed: Iterable[Obj], removed: Iterable[str] = ()) -> DomainModel:
-        """A new model with ``changed`` objects replaced or added and ``removed`` ids dropped."""
-        new = DomainModel(model.domain, dict(model.groups), dict(model.datasets), dict(model.datatypes))
+    def _retrying(self, path: str, op: Callable[[], T]) -> T:
+        """Run ``op`` under the domain's lock; when another writer (another host, another
+        daemon) changed an object it swaps, re-read the domain and run it again."""
+        with self.lock(path):
+            for attempt in range(SWAP_ATTEMPTS):
+                try:
+                    return op()
+                except PreconditionFailed as exc:
+                    log.info("%s: changed by another writer (%s); re-reading and re-applying", path, exc)
+                    self.catalog.invalidate(path)
+                    self.catalog.touch(path)
+                    time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** attempt)))
+            raise PreconditionFailed(f"{path}: changed by other writers {SWAP_ATTEMPTS} times in a row; try again")
+
+    def _install(self, model: DomainModel, changed: Iterable[Obj], removed: Iterable[str] = (),
+                 tags: dict[str, str] | None = None) -> DomainModel:
+        """A new model with ``changed`` objects replaced or added and ``removed`` ids dropped;
+        ``tags``: the versions just written."""
+        new = DomainModel(model.domain, dict(model.groups), dict(model.datasets), dict(model.datatypes),
+                          {**model.tags, **(tags or {})})
         for obj in changed:
             table = {"group": new.groups, "dataset": new.datasets, "datatype": new.datatypes}[ids.kind_of(obj.id)]
             table[obj.id] = obj
         for oid in removed:
             for table in (new.groups, new.datasets, new.datatypes):
                 table.pop(oid, None)
+            new.tags.pop(keys.object_key(oid), None)
         self.catalog.install(new)
         return new
 
@@ -110,49 +153,65 @@ class DomainEditor:
     def create_group(self, path: str, h5path: str, implicit: bool = False) -> Group:
         """``implicit``: made by ``mkdir`` alone; views that need metadata to call a
         directory a group (Zarr, N5) hide its metadata file while it stays empty."""
-        with self.lock(path):
+        mine: list[str] = []  # ids made by earlier attempts (on S3 one may have landed unacknowledged)
+
+        def op() -> Group:
             model = self.model(path)
             parent, name = self._parent(model, h5path)
             if name in parent.links:
+                if parent.links[name].id in mine:
+                    return model.get(parent.links[name].id)  # type: ignore[return-value]
                 raise AlreadyExists(f"{model.path}:{h5path} already exists")
             t = now()
             g = Group(ids.new_id("g", model.domain.root), model.domain.root, created=t, last_modified=t)
+            mine.append(g.id)
             if implicit:
                 g.extra["polyfs"] = {"implicit": True}
-            self.catalog.put_object(g)  # first the object, then the link to it
+            w = _Writes(self.catalog, model)
+            w.create(g)  # first the object, then the link to it
             p = self._linked(parent, name, Link(name, "hard", id=g.id, created=t))
-            self.catalog.put_object(p)
-            self._install(model, [g, p])
+            w.swap(p)
+            self._install(model, [g, p], tags=w.tags)
             return g
+
+        return self._retrying(path, op)
 
     def create_dataset(self, path: str, h5path: str, dtype: DType, dims: Sequence[int],
                        chunks: Sequence[int], filters: Sequence[Filter], fill_value: Any = None,
                        attributes: dict[str, Attribute] | None = None, view_hints: dict | None = None) -> Dataset:
         """A chunked dataset, resizable without limit along every dimension."""
-        with self.lock(path):
+        mine: list[str] = []  # ids made by earlier attempts (on S3 one may have landed unacknowledged)
+
+        def op() -> Dataset:
             model = self.model(path)
             parent, name = self._parent(model, h5path)
             if name in parent.links:
+                if parent.links[name].id in mine:
+                    return model.get(parent.links[name].id)  # type: ignore[return-value]
                 raise AlreadyExists(f"{model.path}:{h5path} already exists")
-            dims = tuple(int(d) for d in dims)
-            chunks = tuple(int(c) for c in chunks)
-            if len(chunks) != len(dims) or any(c <= 0 for c in chunks) or any(d < 0 for d in dims):
-                raise InvalidInput(f"chunk shape {list(chunks)} does not fit shape {list(dims)}")
-            pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks)
+            dims_ = tuple(int(d) for d in dims)
+            chunks_ = tuple(int(c) for c in chunks)
+            if len(chunks_) != len(dims_) or any(c <= 0 for c in chunks_) or any(d < 0 for d in dims_):
+                raise InvalidInput(f"chunk shape {list(chunks_)} does not fit shape {list(dims_)}")
+            pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks_)
             pipeline._check()
             t = now()
             props: dict[str, Any] = {}
             if view_hints:
                 props["polyfs"] = dict(view_hints)
-            shape = Shape("simple", dims, tuple(UNLIMITED for _ in dims)) if dims else Shape("scalar")
+            shape = Shape("simple", dims_, tuple(UNLIMITED for _ in dims_)) if dims_ else Shape("scalar")
             ds = Dataset(ids.new_id("d", model.domain.root), model.domain.root, dtype, shape,
-                         chunks if dims else (), "H5D_CHUNKED" if dims else "H5D_CONTIGUOUS",
+                         chunks_ if dims_ else (), "H5D_CHUNKED" if dims_ else "H5D_CONTIGUOUS",
                          pipeline.to_json(), fill_value, dict(attributes or {}), props, t, t)
-            self.catalog.put_object(ds)
+            mine.append(ds.id)
+            w = _Writes(self.catalog, model)
+            w.create(ds)
             p = self._linked(parent, name, Link(name, "hard", id=ds.id, created=t))
-            self.catalog.put_object(p)
-            self._install(model, [ds, p])
+            w.swap(p)
+            self._install(model, [ds, p], tags=w.tags)
             return ds
+
+        return self._retrying(path, op)
 
     def apply(self, path: str, change: ObjectChange) -> None:
         """Apply everything ``change`` asks of one object: validated first, then one JSON write,
@@ -168,22 +227,26 @@ class DomainEditor:
         changes = [c for c in changes if not c.is_empty()]
         if not changes and not created and not removed:
             return
-        with self.lock(path):
+        def op() -> None:
             model = self.model(path)
             prepared = [p for p in (self._prepared(model, c) for c in changes) if p is not None]
+            w = _Writes(self.catalog, model)
             for obj in created:
-                self.catalog.put_object(obj)
+                w.create(obj)
             for obj, outside, resized in prepared:
-                self.catalog.put_object(obj)
+                w.swap(obj)
                 for key in outside:
                     self.store.delete(key)
                 if resized:
                     self.catalog.invalidate_dataset(obj.id)
                     self._drop_persisted_index(obj.id)
-            new = self._install(model, [*created, *(obj for obj, _, _ in prepared)])
+            new = self._install(model, [*created, *(obj for obj, _, _ in prepared)], tags=w.tags)
             if removed:
-                self._delete_objects(removed)
-                self._install(new, [], removed)
+                gone = [oid for oid in removed if oid in new.groups or oid in new.datasets or oid in new.datatypes]
+                self._delete_objects(gone)
+                self._install(new, [], gone)
+
+        self._retrying(path, op)
 
     def _prepared(self, model: DomainModel, change: ObjectChange) -> tuple[Obj, list[str], bool] | None:
         """The changed copy of one object, the chunk keys its shrink leaves outside, whether it
@@ -256,7 +319,7 @@ class DomainEditor:
     def delete(self, path: str, h5path: str, recursive: bool = False) -> None:
         """Unlink ``h5path``; delete the object (and, for groups with ``recursive``,
         everything below) when no other link in the domain reaches it."""
-        with self.lock(path):
+        def op() -> None:
             model = self.model(path)
             parent, name = self._parent(model, h5path)
             link = parent.links.get(name)
@@ -267,14 +330,17 @@ class DomainEditor:
                 from ..errors import NotEmpty
                 raise NotEmpty(f"{model.path}:{h5path} is not empty")
             p = self._linked(parent, name, None)
-            self.catalog.put_object(p)  # unreachable first, then deleted
-            model = self._install(model, [p])
+            w = _Writes(self.catalog, model)
+            w.swap(p)  # unreachable first, then deleted
+            model = self._install(model, [p], tags=w.tags)
             if target is None:
                 return
             reachable = set(model.canonical_paths())
             doomed = [oid for oid in _subtree(model, target) if oid not in reachable]
             self._delete_objects(doomed)
             self._install(model, [], doomed)
+
+        self._retrying(path, op)
 
     def _delete_objects(self, doomed: Iterable[str]) -> None:
         """Objects nothing links any more: a dataset with its chunks and derived data."""

@@ -32,6 +32,9 @@ class DomainModel:
     groups: dict[str, Group] = field(default_factory=dict)
     datasets: dict[str, Dataset] = field(default_factory=dict)
     datatypes: dict[str, Datatype] = field(default_factory=dict)
+    # store key -> version tag of each metadata object as loaded: changes are
+    # conditional writes against these (another host may have changed one since)
+    tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def path(self) -> str:

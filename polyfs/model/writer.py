@@ -51,6 +51,7 @@ class DomainWriter:
         self.catalog = catalog
         self.store = catalog.store
         self.path = keys.normalize_domain(path)
+        self.overwrite = overwrite
         if not overwrite and catalog.domain_exists(self.path):
             raise AlreadyExists(f"domain {self.path} already exists in {self.store.url}")
         self.root_id = ids.new_root_id()
@@ -211,7 +212,7 @@ class DomainWriter:
             for obj in itertools.chain(self.datatypes.values(), self.datasets.values(), self.groups.values()):
                 self.catalog.put_object(obj)
             self._save_derived()
-            self.catalog.put_domain(self.domain)  # last: makes the domain visible
+            self.catalog.put_domain(self.domain, new=not self.overwrite)  # last: makes the domain visible
         except BaseException:
             self.abort()
             raise

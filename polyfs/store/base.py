@@ -97,6 +97,18 @@ class Store(abc.ABC):
         for key, data in items:
             self.put(key, data)
 
+    # -- compare-and-swap, for metadata several hosts may change ----------------
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """The whole object and its version tag (an ETag on S3); raises NotFound."""
+        raise NotImplementedError(f"{type(self).__name__} has no versioned reads")
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """Write the whole object only if it is still at version ``tag`` (None: only if it
+        does not exist); returns the new tag. Raises PreconditionFailed when another
+        writer got there first: the caller re-reads, re-applies its change and retries,
+        so two hosts changing one object never silently lose one change."""
+        raise NotImplementedError(f"{type(self).__name__} has no conditional writes")
+
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; missing objects are not an error."""

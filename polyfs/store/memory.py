@@ -5,8 +5,21 @@ import threading
 import time
 from typing import Iterator
 
-from ..errors import NotFound, ReadOnly
+from ..errors import NotFound, PreconditionFailed, ReadOnly
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
+
+
+_last = 0.0
+_stamp_lock = threading.Lock()
+
+
+def _stamp() -> float:
+    """Wall-clock time, strictly increasing across puts (it doubles as the version tag)."""
+    global _last
+    with _stamp_lock:
+        t = time.time()
+        _last = t if t > _last else _last + 1e-6
+        return _last
 
 
 class MemoryStore(Store):
@@ -50,7 +63,26 @@ class MemoryStore(Store):
             raise ReadOnly(f"store {self.url} is read-only")
         check_key(key)
         with self._lock:
-            self._objects[key] = (bytes(data), time.time())
+            self._objects[key] = (bytes(data), _stamp())
+
+    @staticmethod
+    def _tag(item: tuple[bytes, float]) -> str:
+        return repr(item[1])  # every put stamps a new, strictly later time
+
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        item = self._item(key)
+        return item[0], self._tag(item)
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        if self.read_only:
+            raise ReadOnly(f"store {self.url} is read-only")
+        check_key(key)
+        with self._lock:
+            have = self._objects.get(key)
+            if (None if have is None else self._tag(have)) != tag:
+                raise PreconditionFailed(f"{key}: changed by another writer")
+            item = self._objects[key] = (bytes(data), _stamp())
+            return self._tag(item)
 
     def delete(self, key: str) -> None:
         if self.read_only:

@@ -251,6 +251,46 @@ class S3Store(Store):
         body = bytes(data)
         self._call("PUT", key, lambda: _obstore().put(self._s, key, body, use_multipart=False))
 
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        check_key(key)
+
+        def once() -> tuple[bytes, str]:
+            res = _obstore().get(self._s, key)
+            data = bytes(res.bytes())
+            lo, hi = res.range
+            if len(data) != hi - lo:
+                raise _ShortBody(f"{len(data)} of {hi - lo} bytes")
+            return data, str(res.meta.get("e_tag") or "")
+
+        return self._call("GET", key, once)
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """A PUT with ``If-Match: tag`` (``If-None-Match: *`` for None). A retried PUT
+        whose first attempt landed but whose reply was lost fails its precondition
+        against itself: the object then holding exactly ``data`` means it landed."""
+        self._writable()
+        check_key(key)
+        body = bytes(data)
+        mode: Any = "create" if tag is None else {"e_tag": tag}
+        attempts = 0
+
+        def once() -> str:
+            nonlocal attempts
+            attempts += 1
+            return str(_obstore().put(self._s, key, body, mode=mode, use_multipart=False).get("e_tag") or "")
+
+        try:
+            return self._call("PUT", key, once)
+        except PreconditionFailed:
+            if attempts > 1:
+                try:
+                    have, now_tag = self.get_tagged(key)
+                except NotFound:
+                    raise PreconditionFailed(f"{key}: changed by another writer") from None
+                if have == body:
+                    return now_tag
+            raise PreconditionFailed(f"{key}: changed by another writer") from None
+
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Single PUTs, several in flight."""
         for key, _ in items:

@@ -1287,6 +1287,11 @@ class FailingStore:
             raise OSError(errno.EIO, "injected store failure")
         return self.inner.put(key, data)
 
+    def put_if(self, key, data, tag):
+        if self.fail:
+            raise OSError(errno.EIO, "injected store failure")
+        return self.inner.put_if(key, data, tag)
+
     def delete(self, key):
         if self.fail:
             raise OSError(errno.EIO, "injected store failure")

@@ -189,3 +189,46 @@ def test_read_into(store):
     assert store.read_into("r", 95, memoryview(buf)) == 5 and bytes(buf[:5]) == bytes(range(95, 100))
     with pytest.raises(NotFound):
         store.read_into("missing", 0, memoryview(buf))
+
+
+def test_conditional_writes(store):
+    from polyfs.errors import PreconditionFailed
+
+    t1 = store.put_if("meta/x.json", b'{"v": 1}', None)
+    with pytest.raises(PreconditionFailed):
+        store.put_if("meta/x.json", b'{"v": 9}', None)  # create-only, and it exists
+    data, tag = store.get_tagged("meta/x.json")
+    assert data == b'{"v": 1}' and tag == t1
+    t2 = store.put_if("meta/x.json", b'{"v": 2}', tag)
+    with pytest.raises(PreconditionFailed):
+        store.put_if("meta/x.json", b'{"v": 3}', tag)  # a stale tag loses
+    assert store.get_tagged("meta/x.json") == (b'{"v": 2}', t2)
+    with pytest.raises(NotFound):
+        store.get_tagged("meta/none.json")
+    with pytest.raises(PreconditionFailed):
+        store.put_if("meta/none.json", b"{}", t2)  # a tag for an object that is not there
+    assert not store.exists("meta/none.json")
+
+
+def test_concurrent_conditional_increments_lose_nothing(store):
+    """Read, change, write-if-unchanged, retry on a lost race: every increment lands."""
+    from polyfs.errors import PreconditionFailed
+
+    store.put_if("counter", b"0", None)
+
+    def bump(n: int) -> None:
+        for _ in range(n):
+            while True:
+                data, tag = store.get_tagged("counter")
+                try:
+                    store.put_if("counter", str(int(data) + 1).encode(), tag)
+                    break
+                except PreconditionFailed:
+                    continue
+
+    threads = [threading.Thread(target=bump, args=(15,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.get("counter") == b"60"
