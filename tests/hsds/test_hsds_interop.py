@@ -327,3 +327,48 @@ def test_dataset_json_carries_the_schema_layout():
     scalar = Dataset.from_json({**base, "shape": {"class": "H5S_SCALAR"}})
     assert scalar.chunks == () and scalar.to_json()["layout"] == {"class": "H5D_CHUNKED", "dims": [1]}
     assert Dataset.from_json(scalar.to_json()).chunks == ()
+
+
+def test_two_daemons_writing_one_domain_at_once_are_read_whole_by_hsds(hsds, mount_store):
+    """Two polyfs daemons over HSDS's own directory (as two hosts over one store), both
+    creating arrays and editing attributes in one domain at once: h5pyd reads every change."""
+    import threading
+
+    import h5pyd
+    import zarr
+
+    a = mount_store(str(hsds.store_dir), "domain_ttl=1")
+    b = mount_store(str(hsds.store_dir), "domain_ttl=1")
+    (a.path / "zarr/shared.zarr").mkdir()
+    root = zarr.open_group(str(a.path / "zarr/shared.zarr"), mode="a")
+    for me in "ab":
+        root.create_group(f"g{me}")
+    deadline = time.monotonic() + 30
+    while not (b.path / "zarr/shared.zarr/gb/zarr.json").exists():
+        assert time.monotonic() < deadline, "B never saw the domain A made"
+        time.sleep(0.2)
+    errors: list[BaseException] = []
+
+    def host(mnt, me: str) -> None:
+        try:
+            for k in range(20):
+                g = zarr.open_group(str(mnt.path / f"zarr/shared.zarr/g{me}"), mode="a")
+                g.attrs[f"{me}{k}"] = k
+                top = zarr.open_group(str(mnt.path / "zarr/shared.zarr"), mode="a")
+                arr = top.create_array(f"{me}{k}", shape=(6, 5), dtype="<i4", chunks=(3, 5),
+                                       compressors=zarr.codecs.GzipCodec(level=5))  # HSDS has no zstd
+                arr[:] = np.full((6, 5), k * (1 if me == "a" else -1), "<i4")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=host, args=(m, me)) for m, me in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors
+    with h5pyd.File("/shared.h5", "r", **hsds.kw) as f:
+        for me, sign in (("a", 1), ("b", -1)):
+            assert sorted(f[f"g{me}"].attrs) == sorted(f"{me}{k}" for k in range(20))
+            for k in range(20):
+                assert np.array_equal(f[f"{me}{k}"][()], np.full((6, 5), k * sign, "<i4")), f"{me}{k}"
