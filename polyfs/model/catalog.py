@@ -49,6 +49,7 @@ class Catalog:
         self._dataset_domain: dict[str, str] = {}  # dataset id -> domain path (for invalidation)
         self._generations: dict[str, int] = {}  # domain path -> bumped whenever its files must be re-planned
         self._untrusted: set[str] = set()  # datasets whose persisted index proved stale
+        self._crc_locks: dict[str, threading.Lock] = {}  # dataset id -> serialises its CRC table's updates
         self._used: set[str] = set()  # domains whose files were asked for since the last refresh_used()
         # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
         self.chunk_listeners: list[Callable[[set[str]], None]] = []
@@ -403,14 +404,19 @@ class Catalog:
         if not items:
             return
         key = keys.crc_table_key(dataset_id)
-        try:
-            current = CrcTable.from_bytes(self.store.get(key))
-        except NotFound:
-            current = CrcTable.empty()
-        table = current.merged(items, keep_old=keep_old)
-        self.store.put(key, table.to_bytes())
         with self._lock:
-            self._crc[dataset_id] = table
+            crc_lock = self._crc_locks.setdefault(dataset_id, threading.Lock())
+        # read, merge and write as one step: the shards of one array are committed in parallel
+        # (each under its own file's lock), and two unserialised updates lose one's entries
+        with crc_lock:
+            try:
+                current = CrcTable.from_bytes(self.store.get(key))
+            except NotFound:
+                current = CrcTable.empty()
+            table = current.merged(items, keep_old=keep_old)
+            self.store.put(key, table.to_bytes())
+            with self._lock:
+                self._crc[dataset_id] = table
 
     # -- writes ------------------------------------------------------------
     def put_domain(self, domain: Domain, new: bool = False) -> None:

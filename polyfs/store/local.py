@@ -295,11 +295,19 @@ class LocalStore(Store):
 
     def delete_prefix(self, prefix: str) -> int:
         """Every object under ``prefix``, and the directories that held them: a prefix emptied
-        by ``polyfs check --repair`` or an aborted import must not stay listed as a sub-prefix."""
+        by ``polyfs check --repair`` or an aborted import must not stay listed as a sub-prefix.
+        Temp files go too: a writer killed between staging and renaming leaves one, which is no
+        object (listings skip it) but would keep its directory, so the prefix, there for good."""
         n = super().delete_prefix(prefix)
         directory, _, name_filter = self._split_prefix(prefix)
         if not name_filter and directory != self.root and directory.is_dir():
-            for sub, _dirs, _files in os.walk(directory, topdown=False):
+            for sub, _dirs, files in os.walk(directory, topdown=False):
+                for name in files:
+                    if name.startswith(TMP_PREFIX):
+                        try:
+                            os.unlink(os.path.join(sub, name))
+                        except FileNotFoundError:
+                            pass
                 self._prune(Path(sub))
         return n
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import is_mounted, polyfs_cmd
+from crashkit import check_deep
 
 from polyfs.importers import import_source
 
@@ -192,25 +193,6 @@ def stored_views(m, store: Path) -> dict[str, np.ndarray]:
     cat = Catalog(open_store(str(store), read_only=True))
     model = read_dataset(cat, cat.load("/crash.h5").resolve("/d"))
     return {"hdf5 view": h5, "zarr view": z, "chunk objects": model}
-
-
-def polyfs_check(store: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(polyfs_cmd("check", str(store), *flags), capture_output=True, text=True, timeout=120,
-                          check=False)
-
-
-def check_deep(store: Path, allow_repair: bool) -> None:
-    res = polyfs_check(store, "--deep")
-    if res.returncode != 0 and allow_repair:
-        # a commit cut short may leave polyfs's derived data (CRC table, persisted listing) stale: never
-        # the truth, found by check and rebuilt by --repair; every problem must be of that kind
-        problems = [ln for ln in res.stdout.splitlines() if ln.startswith("problem:")]
-        assert problems and all("run --repair" in ln for ln in problems), res.stdout + res.stderr
-        print("check --deep before --repair:", *problems, sep="\n  ")
-        res = polyfs_check(store, "--repair")
-        assert res.returncode == 0, res.stdout + res.stderr
-        res = polyfs_check(store, "--deep")
-    assert res.returncode == 0 and "store is consistent" in res.stdout, res.stdout + res.stderr
 
 
 def test_sigkill_with_unacknowledged_writes_keeps_exactly_the_acknowledged_ones(mount_store, imported):
