@@ -340,16 +340,64 @@ class S3Store(Store):
         )
         return Listing(prefixes, objects)
 
-    def list_records(self, prefixes) -> dict[str, bytes]:
-        """One delimiter listing per prefix, many at a time (each is a round trip)."""
-        from concurrent.futures import ThreadPoolExecutor
-
+    def list_records(self, prefixes: Sequence[str]) -> dict[str, bytes]:
+        """The direct children of each prefix, many prefixes at a time (each listing is a
+        round trip); a prefix with more than one page of children (a large dataset's
+        chunks) is listed in parallel key ranges."""
         prefixes = list(prefixes)
-        if len(prefixes) <= 1:
-            return super().list_records(prefixes)
-        with ThreadPoolExecutor(min(16, len(prefixes))) as pool:
-            parts = pool.map(lambda p: super(S3Store, self).list_records([p]), prefixes)
-            out: dict[str, bytes] = {}
-            for part in parts:
-                out.update(part)
+        out: dict[str, bytes] = {}
+        for prefix, records in zip(prefixes, _LIST_POOL.map(self._child_records, prefixes)):
+            out[prefix] = records
         return out
+
+    def _child_records(self, prefix: str) -> bytes:
+        check_prefix(prefix)
+        first = self._call("LIST", prefix or "/", lambda: self._list_page(prefix, None))
+        if len(first) < _PAGE:
+            return _records(prefix, first)
+        # More than a page: chunk names start with a digit, so ten ranges split the key
+        # space; each is listed from its start (S3 start-after) up to the next one's.
+        bounds = ["", *"123456789", ":"]
+        ranges = [(lo, hi) for lo, hi in zip(bounds, bounds[1:] + [None])
+                  if hi is None or prefix + hi > first[-1].key]  # the first page covered the rest
+        parts = _RANGE_POOL.map(lambda r: self._call("LIST", prefix + r[0], lambda: self._list_range(
+            prefix, *r, after=first[-1].key)), ranges)
+        found: dict[str, ObjectInfo] = {o.key: o for o in first}
+        for part in parts:
+            found.update((o.key, o) for o in part)
+        return _records(prefix, [found[k] for k in sorted(found)])
+
+    def _list_page(self, prefix: str, offset: str | None) -> list[ObjectInfo]:
+        stream = _obstore().list(self._s, prefix.rstrip("/") or None, offset=offset, chunk_size=_PAGE)
+        for batch in stream:
+            return [_info(m) for m in batch]
+        return []
+
+    def _list_range(self, prefix: str, lo: str, hi: str | None, after: str) -> list[ObjectInfo]:
+        """Children of ``prefix`` whose names sort in [lo, hi) and after ``after`` (a few
+        more are harmless: the caller keys them by name)."""
+        start = prefix + lo[:-1] + chr(ord(lo[-1]) - 1) + "\uffff" if lo else after
+        start = max(start, after)
+        out: list[ObjectInfo] = []
+        for batch in _obstore().list(self._s, prefix.rstrip("/") or None, offset=start, chunk_size=_PAGE):
+            infos = [_info(m) for m in batch]
+            out.extend(infos)
+            if hi is not None and infos and infos[-1].key >= prefix + hi:
+                break
+        return out
+
+
+_PAGE = 1000  # S3's page of a listing
+_LIST_POOL = ThreadPoolExecutor(16, thread_name_prefix="polyfs-s3list")  # prefixes
+_RANGE_POOL = ThreadPoolExecutor(16, thread_name_prefix="polyfs-s3range")  # ranges of one (never waits on the first)
+
+
+def _info(meta: Any) -> ObjectInfo:
+    return ObjectInfo(meta["path"], int(meta["size"]), meta["last_modified"].timestamp(), meta.get("e_tag"))
+
+
+def _records(prefix: str, objects: Sequence[ObjectInfo]) -> bytes:
+    """``<size>_<name>\\0`` for each direct child (deeper keys are not children)."""
+    n = len(prefix)
+    return b"".join(f"{o.size}_{o.key[n:]}".encode("utf-8", "surrogateescape") + b"\0"
+                    for o in objects if "/" not in o.key[n:])

@@ -232,3 +232,15 @@ def test_concurrent_conditional_increments_lose_nothing(store):
     for t in threads:
         t.join()
     assert store.get("counter") == b"60"
+
+
+def test_bulk_listing_records_of_more_than_a_page(store):
+    """A dataset with more chunks than one listing page holds (S3 lists those in parallel
+    key ranges): every child once, deeper keys and neighbours left out."""
+    names = [f"{i}_{j}" for i in range(0, 130, 3) for j in range(60)] + [".dataset.json", "9", "1", "0_0_0"]
+    store.put_many([(f"big/{n}", n.encode()) for n in names])
+    store.put("big/sub/deep", b"x")
+    store.put("bigger/0", b"y")
+    got = store.list_records(["big/", "bigger/"])
+    assert sorted(r for r in got["big/"].split(b"\0") if r) == sorted(f"{len(n)}_{n}".encode() for n in names)
+    assert got["bigger/"] == b"1_0\0"
