@@ -17,7 +17,6 @@ from .codecs.registry import DEFLATE
 from .errors import PolyfsError, one_line
 from .model import keys
 from .model.catalog import Catalog
-from .model.chunks import CrcTable
 from .store import open_store
 
 
@@ -139,8 +138,7 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
     table = catalog.crc_table(ds)
     if len(table) and not set(int(x) for x in table.entries["linear"]) <= present:
         if repair:
-            keep = table.entries[[int(x) in present for x in table.entries["linear"]]]
-            catalog.store.put(keys.crc_table_key(ds.id), CrcTable(keep).to_bytes())
+            catalog.prune_crcs(ds.id, present)
             report.repaired.append(f"{where}: dropped CRC32 entries of deleted chunks")
         else:
             report.problems.append(f"{where}: CRC32 table lists deleted chunks (run --repair)")

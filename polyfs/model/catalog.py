@@ -403,18 +403,36 @@ class Catalog:
         items = list(items)
         if not items:
             return
+        self._update_crcs(dataset_id, lambda current: current.merged(items, keep_old=keep_old))
+
+    def prune_crcs(self, dataset_id: str, present: set[int]) -> None:
+        """Drop the entries of chunks not in ``present`` (deleted chunks)."""
+        self._update_crcs(dataset_id, lambda current: CrcTable(
+            current.entries[[int(x) in present for x in current.entries["linear"]]]))
+
+    def _update_crcs(self, dataset_id: str, change: Callable[[CrcTable], CrcTable]) -> None:
+        """Read, change and write a CRC table as one step. The shards of one array commit in
+        parallel here, and other processes (``check --repair``, another daemon or host) may
+        update the same table: a lock orders this process's updates, a conditional write
+        the others' (a lost race reads the table again and re-applies the change)."""
         key = keys.crc_table_key(dataset_id)
         with self._lock:
             crc_lock = self._crc_locks.setdefault(dataset_id, threading.Lock())
-        # read, merge and write as one step: the shards of one array are committed in parallel
-        # (each under its own file's lock), and two unserialised updates lose one's entries
         with crc_lock:
-            try:
-                current = CrcTable.from_bytes(self.store.get(key))
-            except NotFound:
-                current = CrcTable.empty()
-            table = current.merged(items, keep_old=keep_old)
-            self.store.put(key, table.to_bytes())
+            for _ in range(50):
+                try:
+                    data, tag = self.store.get_tagged(key)
+                    current: CrcTable = CrcTable.from_bytes(data)
+                except NotFound:
+                    current, tag = CrcTable.empty(), None
+                table = change(current)
+                try:
+                    self.store.put_if(key, table.to_bytes(), tag)
+                    break
+                except PreconditionFailed:
+                    time.sleep(0.01)
+            else:
+                raise PreconditionFailed(f"{key}: changed by other writers 50 times in a row")
             with self._lock:
                 self._crc[dataset_id] = table
 

@@ -4,6 +4,7 @@
   updates of the dataset's CRC32 table (polyfs's derived data) were read-merge-write steps
   that lost each other's entries, so a store written by zarr-python needed ``--repair``
   without any crash.
+  Other processes and hosts updating the same table are ordered by conditional writes.
 - An import killed between staging an object and renaming it leaves a temp file in the
   orphaned prefix; ``check --repair`` deleted the objects but the temp file kept the
   directory, so the prefix was reported as unreachable again after every repair.
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+
+import pytest
 
 from polyfs.check import check_store
 from polyfs.model import keys
@@ -23,12 +26,16 @@ from polyfs.store.local import TMP_PREFIX
 DATASET = "d-11111111-22222222-3333-444444-555555"
 
 
-def test_parallel_crc_updates_of_one_dataset_keep_every_entry(tmp_path):
+@pytest.mark.parametrize("processes", [1, 4])
+def test_parallel_crc_updates_of_one_dataset_keep_every_entry(tmp_path, processes):
+    """``processes``: catalogs of their own (a daemon and ``check --repair``, or two hosts),
+    ordered by the store's conditional writes, not by a lock they share."""
     store = open_store(str(tmp_path / "store"), create=True)
-    catalog = Catalog(store)
+    catalogs = [Catalog(open_store(str(tmp_path / "store"))) for _ in range(processes)]
     threads, per = 8, 25
 
     def commit(t: int) -> None:
+        catalog = catalogs[t % processes]
         for i in range(per):  # as put_chunks does: beside the old entries, then replacing them
             catalog.save_crcs(DATASET, [(t * 1000 + i, 7, 9)], keep_old=True)
             catalog.save_crcs(DATASET, [(t * 1000 + i, 8, 10)])
