@@ -61,7 +61,24 @@ def check_store(url: str, domain: str | None = None, deep: bool = False, repair:
         roots = _all_roots(catalog, report)
         if roots is not None:
             _check_orphans(catalog, {keys.domain_db_prefix(r) for r in roots}, repair, report)
+        _check_leftovers(store, repair, report)
     return report
+
+
+LEFTOVER_AGE = 600.0  # a write stages and renames within seconds: older temporaries are a killed writer's
+
+
+def _check_leftovers(store, repair: bool, report: Report) -> None:
+    names = store.leftovers(LEFTOVER_AGE)
+    if not names:
+        return
+    if repair:
+        for name in names:
+            store.remove_leftover(name)
+        report.repaired.append(f"removed {len(names)} temporary files a killed writer left")
+    else:
+        report.problems.append(f"{len(names)} temporary files a killed writer left (e.g. {names[0]}); "
+                               "run --repair")
 
 
 def _all_roots(catalog: Catalog, report: Report) -> set[str] | None:

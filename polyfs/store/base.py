@@ -148,6 +148,15 @@ class Store(abc.ABC):
         far as can be told without writing); a mount then serves it read-only."""
         return "opened read-only" if self.read_only else None
 
+    def leftovers(self, older_than: float) -> list[str]:
+        """Temporary files (not objects) a killed writer left, untouched for ``older_than``
+        seconds: wasted space listings never show. Backends whose writes are atomic
+        requests (S3) leave none."""
+        return []
+
+    def remove_leftover(self, name: str) -> None:
+        """Delete one of :meth:`leftovers`."""
+
     def exists(self, key: str) -> bool:
         from ..errors import NotFound
 

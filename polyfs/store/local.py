@@ -17,6 +17,7 @@ import shutil
 import stat as _stat
 import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
@@ -164,6 +165,28 @@ class LocalStore(Store):
             self._fsync_dir(path.parent)
         except OSError as exc:
             raise self._write_error(key, "cannot write", exc) from None
+
+    def leftovers(self, older_than: float) -> list[str]:
+        cutoff = time.time() - older_than
+        out = []
+        for sub, _dirs, files in os.walk(self.root):
+            for name in files:
+                if name.startswith(TMP_PREFIX) and name != CAS_LOCK:
+                    path = os.path.join(sub, name)
+                    try:
+                        if os.lstat(path).st_mtime < cutoff:
+                            out.append(os.path.relpath(path, self.root))
+                    except FileNotFoundError:
+                        pass
+        return sorted(out)
+
+    def remove_leftover(self, name: str) -> None:
+        self._writable()
+        path = self.root / name
+        if not path.name.startswith(TMP_PREFIX) or self.root not in path.resolve().parents:
+            raise StoreError(f"{name} is not a temporary file of this store")
+        path.unlink(missing_ok=True)
+        self._prune(path.parent)
 
     # -- compare-and-swap: tags are content hashes, swaps hold a store-wide file lock --
     @staticmethod

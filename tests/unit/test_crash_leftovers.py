@@ -66,3 +66,35 @@ def test_repair_removes_an_orphaned_prefix_holding_a_killed_writers_temp_file(tm
     after = check_store(str(root))
     assert not after.problems, after.text()
     assert not (root / orphan).exists() and not Path(root / "db").exists()
+
+
+def test_repair_removes_temp_files_a_killed_daemon_left_in_a_live_dataset(tmp_path):
+    """A daemon killed mid-commit leaves staged temporaries beside live chunks: listings skip
+    them, so only check finds them (once old enough to be no one's write in flight)."""
+    import os
+    import time
+
+    import numpy as np
+
+    from polyfs.importers import import_source
+
+    h5py = pytest.importorskip("h5py")
+    src = tmp_path / "src.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", data=np.arange(64, dtype="<u2").reshape(8, 8), chunks=(4, 4))
+    root = tmp_path / "store"
+    import_source(str(src), str(root), domain="/live.h5", progress=False)
+    chunk_dir = next(p.parent for p in root.rglob("0_0"))
+    old = chunk_dir / f"{TMP_PREFIX}dead"
+    old.write_bytes(b"staged by a killed daemon")
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    fresh = chunk_dir / f"{TMP_PREFIX}inflight"
+    fresh.write_bytes(b"a write in flight right now")
+    report = check_store(str(root))
+    assert [p for p in report.problems if "temporary files" in p and "1 " in p], report.text()
+    repaired = check_store(str(root), repair=True)
+    assert any("temporary" in r for r in repaired.repaired), repaired.text()
+    assert not old.exists() and fresh.exists()  # a young one may be someone's write: kept
+    assert (chunk_dir / "0_0").exists()
+    assert not check_store(str(root), deep=True).problems
