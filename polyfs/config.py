@@ -25,6 +25,7 @@ _POLYFS_OPTIONS: dict[str, tuple[str, type]] = {
     "tiff_level": ("tiff_level", int),
     "cache_mb": ("cache_mb", int),
     "read_ahead_kb": ("read_ahead_kb", int),
+    "max_background": ("max_background", int),
     "entry_timeout": ("entry_timeout", float),
     "domain_ttl": ("domain_ttl", float),
     "threads": ("threads", int),
@@ -52,6 +53,7 @@ class MountConfig:
     tiff_level: int = 0
     cache_mb: int = 256
     read_ahead_kb: int = 1024  # measured: sequential reads peak here, and metadata scans over-read less
+    max_background: int = 64  # asynchronous FUSE requests in flight (kernel default 12), via fusectl
     entry_timeout: float = 1.0
     domain_ttl: float = 5.0
     threads: int = 16
@@ -172,4 +174,6 @@ def load(args: Any, environ: dict[str, str] | None = None) -> MountConfig:
         cfg.log_file = args.log_file
     if not cfg.store or not cfg.mountpoint:
         raise InvalidInput("a store and a mountpoint are required")
+    if not 0 <= cfg.max_background <= 65535:
+        raise InvalidInput(f"option max_background: must be 0..65535, got {cfg.max_background}")
     return cfg

@@ -172,6 +172,32 @@ def tune_read_ahead(mountpoint: str, kb: int) -> None:
         log.info("cannot set read_ahead_kb (%s); large reads stay at the kernel default", exc.strerror)
 
 
+FUSECTL = "/sys/fs/fuse/connections"
+
+
+def tune_fuse_connection(mountpoint: str, max_background: int) -> None:
+    """Let the kernel keep ``max_background`` asynchronous requests (read-ahead, writes
+    back) in flight on this mount instead of its default 12, through fusectl: libfuse's
+    own setting is not reachable from pyfuse3. Where fusectl is not mounted (or we may
+    not write it) the default stays, with one info line."""
+    if max_background <= 0:
+        return
+    try:
+        if os.geteuid() == 0 and os.path.isdir(FUSECTL) and not os.listdir(FUSECTL):
+            # not mounted (systemd mounts it on most hosts; containers often do not)
+            subprocess.run(["mount", "-t", "fusectl", "fusectl", FUSECTL], capture_output=True, timeout=10)
+        dev = os.stat(mountpoint).st_dev
+        conn = os.path.join(FUSECTL, str(os.minor(dev) if os.major(dev) == 0 else dev))
+        with open(os.path.join(conn, "max_background"), "w") as f:
+            f.write(str(max_background))
+        with open(os.path.join(conn, "congestion_threshold"), "w") as f:
+            f.write(str(max(1, max_background * 3 // 4)))
+        log.debug("max_background=%d for %s", max_background, mountpoint)
+    except OSError as exc:
+        log.info("cannot raise the FUSE connection's max_background through %s (%s)", FUSECTL,
+                 exc.strerror or exc)
+
+
 # -- running ---------------------------------------------------------------
 def fuse_options(cfg: config_mod.MountConfig) -> set[str]:
     import pyfuse3
@@ -254,6 +280,7 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
 
     async def post_mount() -> None:
         await trio.to_thread.run_sync(tune_read_ahead, cfg.mountpoint, cfg.read_ahead_kb)
+        await trio.to_thread.run_sync(tune_fuse_connection, cfg.mountpoint, cfg.max_background)
         sd_notify(f"READY=1\nSTATUS=serving {cfg.store} on {cfg.mountpoint}")
         if on_ready is not None:
             on_ready()

@@ -117,6 +117,16 @@ def test_mount_errors_are_one_clear_line(mount_store, store_dir, tmp_path, case)
         assert len(lines) == 1 and lines[0].startswith("polyfs: error:") and word in lines[0], res.stderr
 
 
+def test_max_background_is_raised_through_fusectl(mount_store, store_dir, tmp_path):
+    m = mount_store(str(store_dir), "max_background=40")
+    dev = os.stat(m.path).st_dev
+    conn = f"/sys/fs/fuse/connections/{os.minor(dev)}"
+    assert open(f"{conn}/max_background").read().strip() == "40", m.log_text()
+    assert open(f"{conn}/congestion_threshold").read().strip() == "30"
+    res = polyfs("mount", str(store_dir), str(tmp_path), "-o", "max_background=-1")
+    assert res.returncode != 0 and "max_background" in res.stderr
+
+
 def test_no_dev_fuse(store_dir, tmp_path):
     if not shutil.which("unshare") or os.geteuid() != 0:
         pytest.skip("needs unshare and root")
