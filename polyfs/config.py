@@ -24,6 +24,8 @@ _POLYFS_OPTIONS: dict[str, tuple[str, type]] = {
     "zarr_numcodecs": ("zarr_numcodecs", bool),  # flag: numcodecs.* codecs instead of transcoding
     "tiff_level": ("tiff_level", int),
     "cache_mb": ("cache_mb", int),
+    "cache_dir": ("cache_dir", str),  # chunk cache of a remote store (see store/chunkcache.py)
+    "cache_gb": ("cache_gb", float),
     "read_ahead_kb": ("read_ahead_kb", int),
     "max_background": ("max_background", int),
     "entry_timeout": ("entry_timeout", float),
@@ -52,6 +54,8 @@ class MountConfig:
     zarr_numcodecs: bool = False  # zero-copy numcodecs.* chains (zarr-python only) instead of spec codecs
     tiff_level: int = 0
     cache_mb: int = 256
+    cache_dir: str = ""  # local chunk cache of an s3:// store; "" = /var/cache/polyfs or the XDG cache dir
+    cache_gb: float = 10.0  # its bound (LRU); 0 turns it off
     read_ahead_kb: int = 1024  # measured: sequential reads peak here, and metadata scans over-read less
     max_background: int = 64  # asynchronous FUSE requests in flight (kernel default 12), via fusectl
     entry_timeout: float = 1.0
@@ -174,6 +178,10 @@ def load(args: Any, environ: dict[str, str] | None = None) -> MountConfig:
         cfg.log_file = args.log_file
     if not cfg.store or not cfg.mountpoint:
         raise InvalidInput("a store and a mountpoint are required")
+    if cfg.cache_gb < 0:
+        raise InvalidInput(f"option cache_gb: must be >= 0, got {cfg.cache_gb}")
     if not 0 <= cfg.max_background <= 65535:
         raise InvalidInput(f"option max_background: must be 0..65535, got {cfg.max_background}")
+    if cfg.cache_dir:
+        cfg.cache_dir = os.path.abspath(cfg.cache_dir)  # the daemon changes to / before using it
     return cfg

@@ -18,11 +18,14 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import config as config_mod
 from . import memory
 from .errors import MountError, PolyfsError, one_line
+
+if TYPE_CHECKING:
+    from .store.base import Store
 
 log = logging.getLogger("polyfs")
 
@@ -95,7 +98,7 @@ def _user_allow_other(conf: str = "/etc/fuse.conf") -> bool:
         return False
 
 
-def open_checked_store(cfg: config_mod.MountConfig):
+def open_checked_store(cfg: config_mod.MountConfig) -> "Store":
     from .store import open_store
 
     try:
@@ -103,7 +106,23 @@ def open_checked_store(cfg: config_mod.MountConfig):
         store.list_dir("")  # reachable, listable (bucket exists, credentials work)
     except PolyfsError as exc:
         raise MountError(f"cannot open store {cfg.store}: {one_line(exc)}") from None
-    return store
+    return with_chunk_cache(cfg, store)
+
+
+def with_chunk_cache(cfg: config_mod.MountConfig, store: "Store") -> "Store":
+    """A remote store behind the local chunk cache (``cache_dir``, ``cache_gb``; 0: off).
+    A cache that cannot be set up costs speed, not the mount: one warning line."""
+    if not store.url.startswith("s3://") or cfg.cache_gb <= 0:
+        return store
+    from .store.chunkcache import ChunkCacheStore
+
+    try:
+        cached = ChunkCacheStore(store, cfg.cache_dir or None, int(cfg.cache_gb * (1 << 30)), ttl=cfg.domain_ttl)
+    except (OSError, PolyfsError) as exc:
+        log.warning("no chunk cache for %s: %s", cfg.store, getattr(exc, "strerror", None) or one_line(exc))
+        return store
+    log.info("chunk cache for %s in %s (%.3g GiB)", cfg.store, cached.dir, cfg.cache_gb)
+    return cached
 
 
 def settle_read_only(cfg: config_mod.MountConfig) -> str | None:
@@ -307,6 +326,10 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
             pyfuse3.close(unmount=True)
         finally:
             ops.reader.close()
+            try:
+                ops.reader.store.close()  # releases the chunk cache directory's lock
+            except Exception as exc:  # noqa: BLE001 - unmounted either way
+                log.debug("closing the store: %s", exc)
             log.info("unmounted %s", cfg.mountpoint)
 
 

@@ -119,8 +119,9 @@ class S3Server:
 
 
 @pytest.fixture(scope="session")
-def s3_server():
-    """moto_server on 127.0.0.1 at a free port; AWS_* variables point at it."""
+def s3_server(tmp_path_factory):
+    """moto_server on 127.0.0.1 at a free port; AWS_* variables point at it (and the chunk
+    cache of S3 mounts at a temporary directory, not /var/cache/polyfs)."""
     import shutil
     import urllib.request
 
@@ -142,8 +143,9 @@ def s3_server():
                 pytest.fail("moto_server did not start")
             time.sleep(0.2)
     server = S3Server(endpoint)
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
+    env = {**server.env(), "POLYFS_CACHE_DIR": str(tmp_path_factory.mktemp("chunk-cache"))}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     yield server
     for k, v in saved.items():
         if v is None:

@@ -137,6 +137,11 @@ def derived_prefixes(root_id: str) -> list[str]:
     return [f"{DERIVED}{kind}/{u1}/" for kind in DERIVED_KINDS]
 
 
+def is_chunk_key(key: str) -> bool:
+    """Whether ``key`` names a chunk object (``db/<uuid1>/d/<uuid2>/<i>_<j>_<k>``)."""
+    return dataset_of_chunk_key(key) is not None and parse_chunk_name(key.rsplit("/", 1)[1]) is not None
+
+
 def dataset_of_chunk_key(key: str) -> str | None:
     """The dataset id a chunk key belongs to, None for other keys."""
     parts = key.split("/")
