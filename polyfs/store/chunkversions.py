@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Protocol, Union
 
-from ..errors import NotFound, StoreError
 from .base import ObjectInfo, Store
 
+if TYPE_CHECKING:
+    from .s3 import S3Store
+
 Buffer = Union[bytes, bytearray, memoryview]
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,59 +75,28 @@ class GenericVersions:
         return self.tag(self.inner.head(key))
 
 
-class _Truncated(Exception):
-    """A reply body shorter than the object (retried like any transient failure)."""
+class TaggedVersions:
+    """S3: a GET returns the ETag of the very bytes it carries, and revalidation is one
+    GET with If-None-Match (304: unchanged), through the store's own retries and deadlines
+    (``S3Store.get_tagged`` / ``get_if_changed``)."""
 
-
-class ObstoreVersions:
-    """S3 through obstore directly (``inner._s``): GET returns the ETag of the very bytes
-    it carries, and revalidation is one GET with If-None-Match (304: unchanged). Calls
-    go through the store's own retry loop (``inner._call``) when it has one."""
-
-    def __init__(self, inner: Store) -> None:
-        import obstore
-
-        self._ob = obstore
-        self._s = getattr(inner, "_s")
-        self._call: Callable[[str, str, Callable[[], object]], object] | None = getattr(inner, "_call", None)
-
-    def _run(self, what: str, key: str, fn: Callable[[], T]) -> T:
-        if self._call is not None:
-            return self._call(what, key, fn)  # type: ignore[return-value]
-        try:
-            return fn()
-        except (FileNotFoundError, self._ob.exceptions.NotFoundError):
-            raise NotFound(f"no object {key!r}") from None
-        except Exception as exc:  # noqa: BLE001 - obstore's own errors become StoreError
-            raise StoreError(f"{key}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-
-    def _get(self, key: str, tag: str | None) -> Fetched | None:
-        try:
-            res = self._ob.get(self._s, key, options={"if_none_match": tag} if tag else None)
-        except self._ob.exceptions.NotModifiedError:
-            return None
-        data = memoryview(res.bytes())
-        lo, hi = res.range
-        if len(data) != hi - lo or hi - lo != int(res.meta["size"]):
-            raise _Truncated(f"{len(data)} of {int(res.meta['size'])} bytes")
-        return Fetched(data, res.meta.get("e_tag"))
+    def __init__(self, inner: "S3Store") -> None:
+        self.inner = inner
 
     def tag_of(self, info: ObjectInfo) -> str | None:
         return info.etag  # a listing's ETag is the GET's
 
     def fetch(self, key: str) -> Fetched:
-        got = self._run("GET", key, lambda: self._get(key, None))
-        assert got is not None
-        return got
+        data, tag = self.inner.get_tagged(key)
+        return Fetched(data, tag or None)
 
     def fetch_if_changed(self, key: str, tag: str) -> Fetched | None:
-        return self._run("GET", key, lambda: self._get(key, tag))
+        got = self.inner.get_if_changed(key, tag)
+        return None if got is None else Fetched(got[0], got[1] or None)
 
     def tag_of_put(self, key: str, data: Buffer, result: object) -> str | None:
         if isinstance(result, str):
             return result
-        if isinstance(result, dict) and isinstance(result.get("e_tag"), str):
-            return result["e_tag"]
         # S3's ETag of a single-part PUT is the MD5 of the body. Should the store differ
         # (SSE-KMS), the first revalidation finds another tag and fetches once: a guess
         # can cost a transfer, never serve wrong bytes.
@@ -136,4 +106,4 @@ class ObstoreVersions:
 def versions_for(inner: Store) -> Versions:
     from .s3 import S3Store
 
-    return ObstoreVersions(inner) if isinstance(inner, S3Store) else GenericVersions(inner)
+    return TaggedVersions(inner) if isinstance(inner, S3Store) else GenericVersions(inner)

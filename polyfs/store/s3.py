@@ -252,14 +252,24 @@ class S3Store(Store):
         self._call("PUT", key, lambda: _obstore().put(self._s, key, body, use_multipart=False))
 
     def get_tagged(self, key: str) -> tuple[bytes, str]:
+        got = self.get_if_changed(key, None)
+        assert got is not None
+        return got
+
+    def get_if_changed(self, key: str, tag: str | None) -> tuple[bytes, str] | None:
+        """The object and the ETag of exactly those bytes, or None when its ETag is still
+        ``tag`` (one GET with If-None-Match, answered 304 without the bytes)."""
         check_key(key)
 
-        def once() -> tuple[bytes, str]:
-            res = _obstore().get(self._s, key)
+        def once() -> tuple[bytes, str] | None:
+            try:
+                res = _obstore().get(self._s, key, options={"if_none_match": tag} if tag else None)
+            except _obstore().exceptions.NotModifiedError:
+                return None
             data = bytes(res.bytes())
             lo, hi = res.range
-            if len(data) != hi - lo:
-                raise _ShortBody(f"{len(data)} of {hi - lo} bytes")
+            if len(data) != hi - lo or hi - lo != int(res.meta["size"]):
+                raise _ShortBody(f"{len(data)} of {int(res.meta['size'])} bytes")
             return data, str(res.meta.get("e_tag") or "")
 
         return self._call("GET", key, once)

@@ -16,7 +16,7 @@ from polyfs.errors import ChunkChanged, NotFound
 from polyfs.model import ids, keys
 from polyfs.store import open_store
 from polyfs.store.chunkcache import LIST_MIN, ChunkCacheStore, _key_hash
-from polyfs.store.chunkversions import Fetched, GenericVersions, ObstoreVersions
+from polyfs.store.chunkversions import Fetched, GenericVersions, TaggedVersions
 from polyfs.store.memory import MemoryStore
 
 ROOT = ids.new_root_id()
@@ -337,7 +337,7 @@ def test_s3_etag_revalidation_and_write_through(s3_server, tmp_path, clock):
     url = f"s3://{bucket}/pre"
     other = open_store(url)  # another host writing to the same bucket
     c = ChunkCacheStore(open_store(url), tmp_path / "cache", 1 << 24, ttl=5.0, clock=clock)
-    assert isinstance(c._versions, ObstoreVersions)
+    assert isinstance(c._versions, TaggedVersions)
     other.put(chunk(0), b"a" * 3000)
     assert c.get_range(chunk(0), 0, 4) == b"aaaa" and c.stats.misses == 1
     other.put(chunk(0), b"b" * 3000)
