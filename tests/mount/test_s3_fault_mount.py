@@ -64,7 +64,7 @@ def test_every_view_reads_and_zarr_writes_right_under_s3_faults(s3_server, s3_do
     with FaultProxy(s3_server.endpoint, seed=11, hang=60) as proxy:
         through_proxy(monkeypatch, proxy)
         proxy.configure(rate=0.15, kinds=KINDS)
-        m = mount_store(url)
+        m = mount_store(url, "cache_gb=0")  # every round's reads reach the endpoint
         written = {}
         for rnd in range(ROUNDS):
             zroot = zarr.open_group(str(m.path / "zarr/lab/run.zarr"), mode="a")
