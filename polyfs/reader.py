@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 
 READAHEAD = 16 << 20  # produced bytes made ahead of a sequential reader (twice the cache's share at most)
 AHEAD_THREADS = max(2, os.cpu_count() or 2)
+AHEAD_OBJECT_MAX = 8 << 20  # remote stored objects fetched ahead whole up to this size
+AHEAD_FETCHES = 16  # remote objects fetched ahead at once (each a round trip)
+AHEAD_LIFE = 5.0  # seconds an object fetched ahead may serve reads (another host may rewrite it)
 
 
 class ByteLRU:
@@ -76,7 +80,11 @@ class Reader:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="polyfs-fetch")
         self._inflight: dict[Hashable, Future] = {}
         self._inflight_lock = threading.Lock()
+        self._overtaken: set[Future] = set()  # productions whose chunk was rewritten meanwhile
         self._ahead_pool = ThreadPoolExecutor(AHEAD_THREADS, thread_name_prefix="polyfs-ahead")
+        self._fetch_ahead_pool = ThreadPoolExecutor(AHEAD_FETCHES, thread_name_prefix="polyfs-fetch-ahead")
+        self._ahead_at: dict[Hashable, float] = {}  # object fetched ahead -> when (see AHEAD_LIFE)
+        self._prefetched = ByteLRU(4096)  # keys lately handed to store.prefetch (asked once)
         self._ahead: weakref.WeakKeyDictionary[VFile, list[int]] = weakref.WeakKeyDictionary()
         self._ahead_lock = threading.Lock()
         self.readahead = min(READAHEAD, cache_bytes // 4)
@@ -85,12 +93,23 @@ class Reader:
             catalog.chunk_listeners.append(self.forget_chunks)
 
     def forget_chunks(self, keys: set[str]) -> None:
-        """Chunks rewritten or deleted: what was made from their old bytes must not be served."""
-        self.cache.discard_where(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] in keys)
+        """Chunks rewritten or deleted: what was made from their old bytes must not be served.
+
+        That includes productions under way (they may have fetched the old bytes): later
+        requests start their own instead of waiting for one, and its result is not cached.
+        Under the lock ``produced`` caches under, so no old result lands after the discard."""
+        def made_from(k: Hashable) -> bool:
+            return isinstance(k, tuple) and len(k) > 1 and k[1] in keys
+
+        with self._inflight_lock:
+            for k in [k for k in self._inflight if made_from(k)]:
+                self._overtaken.add(self._inflight.pop(k))
+            self.cache.discard_where(made_from)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._ahead_pool.shutdown(wait=False, cancel_futures=True)
+        self._fetch_ahead_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- readahead of produced bytes -------------------------------------------
     def _read_ahead(self, vfile: VFile, offset: int, size: int) -> None:
@@ -114,33 +133,68 @@ class Reader:
         for p in vfile.plan(start, end + self.readahead - start):
             if isinstance(p, ProducedPiece) and self.cache.get(p.producer.cache_key) is None:
                 self._ahead_pool.submit(self._produce_quietly, p.producer)
+            elif isinstance(p, RangePiece) and self.store.concurrent_fetches \
+                    and 0 < p.object_size <= AHEAD_OBJECT_MAX:
+                # object stores: each read is a round trip, so the objects a sequential
+                # reader reaches next are fetched whole, many at once: into the store's
+                # local cache where it has one, else held here until read
+                if self.store.caches_locally:
+                    if self._prefetched.get(p.key) is None:
+                        self._prefetched.put(p.key, b"-")
+                        self._fetch_ahead_pool.submit(self._prefetch_quietly, p.key, p.object_size)
+                    continue
+                fetch = _ObjectFetch(self, p.key, p.object_size)
+                if self.cache.get(fetch.cache_key) is None:
+                    claimed = self._claim(fetch.cache_key)  # in flight from now: a read waits for it
+                    if claimed is not None:
+                        self._fetch_ahead_pool.submit(self._produce_quietly, fetch, claimed)
 
-    def _produce_quietly(self, producer: Any) -> None:
+    def _prefetch_quietly(self, key: str, size: int) -> None:
         try:
-            self.produced(producer)
+            self.store.prefetch(key, size)
+        except Exception as exc:  # noqa: BLE001 - the reader that needs it reports it
+            log.debug("prefetch of %s failed: %s", key, exc)
+
+    def _produce_quietly(self, producer: Any, claimed: Future | None = None) -> None:
+        try:
+            self.produced(producer, claimed)
         except Exception as exc:  # noqa: BLE001 - the reader that needs it reports it
             log.debug("readahead of %s failed: %s", producer.cache_key, exc)
 
     # -- producing ---------------------------------------------------------
-    def produced(self, producer: Any) -> bytes:
-        """The producer's bytes, from the cache or made once."""
-        key = producer.cache_key
-        data = self.cache.get(key)
-        if data is not None:
-            return data
+    def _claim(self, key: Hashable) -> Future | None:
+        """Make ``key`` in flight now (a future readers wait for); None if it already is."""
         with self._inflight_lock:
-            fut = self._inflight.get(key)
-            owner = fut is None
-            if owner:
-                fut = Future()
-                self._inflight[key] = fut
-        if not owner:
-            return fut.result()
+            if key in self._inflight:
+                return None
+            fut: Future = Future()
+            self._inflight[key] = fut
+            return fut
+
+    def produced(self, producer: Any, claimed: Future | None = None) -> bytes:
+        """The producer's bytes, from the cache or made once (``claimed``: the caller
+        registered it in flight already, see :meth:`_claim`)."""
+        key = producer.cache_key
+        fut = claimed
+        if fut is None:
+            data = self.cache.get(key)
+            if data is not None:
+                return data
+            with self._inflight_lock:
+                fut = self._inflight.get(key)
+                owner = fut is None
+                if owner:
+                    fut = Future()
+                    self._inflight[key] = fut
+            if not owner:
+                return fut.result()
         try:
             data = producer.produce(self.ctx)
             if len(data) != producer.length:
                 raise ChunkMissing(f"produced {len(data)} bytes for {key}, planned {producer.length}")
-            self.cache.put(key, data)
+            with self._inflight_lock:
+                if fut not in self._overtaken:  # else made from bytes a rewrite replaced
+                    self.cache.put(key, data)
             fut.set_result(data)
             return data
         except BaseException as exc:
@@ -148,9 +202,34 @@ class Reader:
             raise
         finally:
             with self._inflight_lock:
-                self._inflight.pop(key, None)
+                self._overtaken.discard(fut)
+                if self._inflight.get(key) is fut:
+                    del self._inflight[key]
 
     # -- reading -----------------------------------------------------------
+    def _fetched_ahead(self, p: RangePiece) -> bytes | None:
+        """``p``'s bytes from a whole object fetched ahead (cached, or still arriving:
+        then waited for rather than asked for twice); None if there is none."""
+        if p.object_size <= 0:
+            return None
+        key = _ObjectFetch.key_of(p.key, p.object_size)
+        data = self.cache.get(key)
+        if data is not None and time.monotonic() - self._ahead_at.get(key, 0.0) > AHEAD_LIFE:
+            self.cache.discard_where(lambda k: k == key)
+            data = None
+        if data is None:
+            with self._inflight_lock:
+                fut = self._inflight.get(key)
+            if fut is None:
+                return None
+            try:
+                data = fut.result()
+            except Exception:  # noqa: BLE001 - the read asks the store itself, and reports
+                return None
+        if p.start + p.length >= len(data):  # read to its end: a sequential reader is done with it
+            self.cache.discard_where(lambda k: k == key)
+        return data[p.start:p.start + p.length]
+
     def _fetch(self, key: str, start: int, length: int) -> bytes:
         try:
             data = self.store.get_range(key, start, length)
@@ -222,6 +301,8 @@ class Reader:
                         return None  # the threaded path reports (and logs) it properly
                     if got != n:
                         return None
+                elif self.store.concurrent_fetches and (ahead := self._fetched_ahead(p)) is not None:
+                    view[pos:pos + n] = ahead
                 elif p.key in fetched:
                     for s, data in fetched[p.key]:
                         if s <= p.start and p.start + n <= s + len(data):
@@ -259,5 +340,30 @@ class Reader:
         self._read_ahead(vfile, offset, size)
         if len(pieces) == 1 and isinstance(pieces[0], RangePiece) and self.store.concurrent_fetches:
             p = pieces[0]
-            return self._fetch(p.key, p.start, p.length)
+            ahead = self._fetched_ahead(p)
+            return ahead if ahead is not None else self._fetch(p.key, p.start, p.length)
         return self.execute(pieces)
+
+
+class _ObjectFetch:
+    """A whole stored object fetched ahead of a sequential reader (object stores), made
+    once through :meth:`Reader.produced` and cached beside produced bytes; a rewrite of
+    the object drops it (``forget_chunks``), a size change never matches it."""
+
+    def __init__(self, reader: Reader, key: str, size: int) -> None:
+        self.reader, self.key, self.length = reader, key, size
+        self.cache_key = self.key_of(key, size)
+
+    @staticmethod
+    def key_of(key: str, size: int) -> tuple[str, str, int]:
+        return ("object", key, size)
+
+    def produce(self, ctx: Any) -> bytes:
+        data = self.reader._fetch(self.key, 0, self.length)
+        now = time.monotonic()
+        at = self.reader._ahead_at
+        if len(at) > 4096:  # forget the times of entries too old to serve anyway
+            for k in [k for k, t in list(at.items()) if now - t > AHEAD_LIFE]:
+                at.pop(k, None)
+        at[self.cache_key] = now
+        return data

@@ -148,6 +148,13 @@ class Store(abc.ABC):
         far as can be told without writing); a mount then serves it read-only."""
         return "opened read-only" if self.read_only else None
 
+    # True where :meth:`prefetch` keeps objects on local disk (a chunk cache): readers
+    # then fetch ahead through it instead of holding the bytes themselves.
+    caches_locally: bool = False
+
+    def prefetch(self, key: str, size: int = -1) -> None:
+        """Have ``key`` ready locally for a read soon (``size``: as planned); no-op here."""
+
     def leftovers(self, older_than: float) -> list[str]:
         """Temporary files (not objects) a killed writer left, untouched for ``older_than``
         seconds: wasted space listings never show. Backends whose writes are atomic

@@ -220,6 +220,14 @@ class ChunkCacheStore(Store):
                 self._lock_fd = -1
 
     # -- reads ---------------------------------------------------------------------
+    caches_locally = True
+
+    def prefetch(self, key: str, size: int = -1) -> None:
+        """Fetch (or revalidate) a chunk into the cache ahead of a sequential reader:
+        concurrent asks share one request, a current entry costs nothing."""
+        if not self._bypass(key, size):
+            self._obtain(key, size)
+
     def _bypass(self, key: str, expect_size: int = -1) -> bool:
         """Not for the cache: no chunk, or an object too large to keep (read in ranges)."""
         return not is_chunk_key(key) or expect_size > self.max_object or (bool(self._big) and key in self._big)

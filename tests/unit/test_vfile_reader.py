@@ -166,3 +166,66 @@ def test_binfmt_layout_packs_and_parses_from_one_declaration():
         hdr.pack(count=1)
     with pytest.raises(ValueError):
         hdr.unpack(data[:5])
+
+
+class RemoteCounting:
+    """A store that costs a round trip per request (an object store): counts its GETs."""
+
+    concurrent_fetches = True
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.gets: list[tuple[str, int, int]] = []
+        self._lock = threading.Lock()
+
+    def get_range(self, key, start, length):
+        with self._lock:
+            self.gets.append((key, start, length))
+        return self.inner.get_range(key, start, length)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def _remote_file(n: int, size: int) -> tuple[RemoteCounting, VFile, bytes]:
+    inner = open_store(f"memory://ahead-{n}-{size}")
+    blobs = [bytes([65 + i % 26]) * size for i in range(n)]
+    for i, b in enumerate(blobs):
+        inner.put(f"o/{i}", b)
+    return RemoteCounting(inner), VFile([Stored(f"o/{i}", 0, size, size) for i in range(n)]), b"".join(blobs)
+
+
+def test_sequential_reads_of_a_remote_store_fetch_the_next_objects_ahead_once():
+    store, vf, whole = _remote_file(40, 1000)
+    r = Reader(Ctx(store), cache_bytes=1 << 20)
+    r.readahead = 8000
+    got = b"".join(r.read(vf, off, 500) for off in range(0, len(whole), 500))
+    r._fetch_ahead_pool.shutdown(wait=True)
+    assert got == whole
+    whole_gets = [g for g in store.gets if g[1:] == (0, 1000)]
+    assert len(whole_gets) >= 20  # most objects came whole, ahead of the reader
+    fetched = [g[0] for g in store.gets]
+    assert len(fetched) - len(set(fetched)) <= 2  # each object asked for once (but a read racing its fetch)
+    assert not [k for k in r.cache._items if k[0] == "object"] or len(r.cache._items) < 10  # consumed ones go
+
+
+def test_random_reads_of_a_remote_store_fetch_nothing_ahead():
+    store, vf, whole = _remote_file(40, 1000)
+    r = Reader(Ctx(store), cache_bytes=1 << 20)
+    r.readahead = 8000
+    for i in (5, 30, 12, 33, 2):
+        assert r.read(vf, i * 1000, 500) == whole[i * 1000:i * 1000 + 500]
+    r._fetch_ahead_pool.shutdown(wait=True)
+    assert len(store.gets) == 5
+
+
+def test_an_object_fetched_ahead_and_rewritten_is_not_served():
+    store, vf, whole = _remote_file(8, 1000)
+    r = Reader(Ctx(store), cache_bytes=1 << 20)
+    r.readahead = 8000
+    r.read(vf, 0, 500)
+    r.read(vf, 500, 500)
+    r._fetch_ahead_pool.shutdown(wait=True)
+    store.inner.put("o/5", b"z" * 1000)
+    r.forget_chunks({"o/5"})  # what a write through polyfs does
+    assert r.read(vf, 5000, 1000) == b"z" * 1000
