@@ -29,7 +29,6 @@ from .base import Listing, ObjectInfo, Store, check_key, check_prefix
 _PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-put")  # fsyncs overlap, not queue
 
 TMP_PREFIX = ".polyfs-tmp-"
-CAS_LOCK = TMP_PREFIX + "cas.lock"  # listings skip TMP_PREFIX names, so this is no object
 _NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 FIND_BATCH_MIN = 16  # below this many directories, scandir is as fast as starting find
 
@@ -171,7 +170,7 @@ class LocalStore(Store):
         out = []
         for sub, _dirs, files in os.walk(self.root):
             for name in files:
-                if name.startswith(TMP_PREFIX) and name != CAS_LOCK:
+                if name.startswith(TMP_PREFIX):
                     path = os.path.join(sub, name)
                     try:
                         if os.lstat(path).st_mtime < cutoff:
@@ -200,12 +199,13 @@ class LocalStore(Store):
         return data, self._content_tag(data)
 
     def put_if(self, key: str, data: bytes, tag: str | None) -> str:
-        """Compare and write under an ``flock`` every polyfs process on this directory
-        takes for its conditional writes (daemons, imports, ``check --repair``)."""
+        """Compare and write under an ``flock`` of the store's root directory, which every
+        polyfs process on this directory takes for its conditional writes (daemons,
+        imports, ``check --repair``); a lock on the directory itself leaves no file behind."""
         self._writable()
         check_key(key)
         try:
-            lock = os.open(self.root / CAS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            lock = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise self._write_error(key, "cannot lock", exc) from None
         try:
