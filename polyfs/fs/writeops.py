@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..writes.service import WriteService
 
 log = logging.getLogger(__name__)
+SEEN_LAYOUTS = 4  # layouts of one file kept per process for a later write's merge (note_read_file)
 
 
 class WriteHandle:
@@ -186,7 +187,14 @@ class WriteSide:
         chunk it leaves out of what it writes back is deleted only if it had seen it."""
         if len(self._seen) > 10_000:
             self._seen.clear()
-        self._seen.setdefault((self.process_of(pid), path), {})[id(vfile)] = vfile  # keys listed at ingest
+        seen = self._seen.setdefault((self.process_of(pid), path), {})
+        seen.pop(id(vfile), None)
+        seen[id(vfile)] = vfile  # keys listed at ingest
+        if len(seen) > SEEN_LAYOUTS:
+            # A process that reads a file others keep rewriting, and never writes it, would
+            # otherwise hold every layout it ever read. The oldest go: a chunk only they
+            # showed was replaced or deleted since, and one missing here is never deleted.
+            del seen[next(iter(seen))]
 
     def note_read_open(self, pid: int, path: str, at: float) -> None:
         """When a process first read a chunk file since it last wrote it: the base of its
@@ -235,11 +243,14 @@ class WriteSide:
             return p.opens <= 0
 
     def _retire(self, p: PendingFile) -> None:
-        """A stored (or refused) file leaves the overlay unless someone opened it meanwhile."""
+        """A stored (or refused) file leaves the overlay and frees its pages, unless someone
+        opened it meanwhile. One the overlay no longer holds (renamed onto its final name,
+        replaced, unlinked while open) is freed too: nothing else would free it."""
         with self.overlay.lock:
-            if p.opens > 0 or self.overlay.files.get(p.path) is not p:
+            if p.opens > 0:
                 return
-            del self.overlay.files[p.path]
+            if self.overlay.files.get(p.path) is p:
+                del self.overlay.files[p.path]
         p.discard()
         memory.trim()  # its pages are free: give them back
         self.fs.bump()
@@ -334,8 +345,8 @@ class WriteSide:
             await self.flush_handle(handle)
         except Exception as exc:  # noqa: BLE001 - release has no one to report to
             log.error("%s: not stored at release: %s", p.path, exc)
-        if p.ingest:
-            self._retire(p)  # the view shows the stored file from now on
+        if p.ingest or self.overlay.files.get(p.path) is not p:
+            self._retire(p)  # the view shows the stored file from now on (or it was unlinked)
 
     async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
         entry = self.inodes.get(inode)
@@ -473,7 +484,9 @@ class WriteSide:
             old = self.overlay.get(dst)
             if isinstance(old, PendingFile):
                 self.overlay.drop(dst)
+                self._retire(old)
             node.path, node.ingest = dst, True
+            self._retire(node)  # stored: its pages go now (at its last close if still open)
             self.fs.bump()
             return
         self.overlay.drop(src)

@@ -41,6 +41,12 @@ class OneShardPlan(zarr3.ArrayPlan):
     def factors(self) -> tuple[int, ...]:
         return tuple(self.grid)
 
+    @property
+    def use_shards(self) -> bool:
+        # Always one shard, whatever the Zarr view does: the layout hint an unsharded
+        # writer left with the dataset (``zarr_sharded: false``) is about zarr/, not this file.
+        return not self.is_scalar and not self.void_fill
+
 
 def zarr_metadata(zdom: zarr3.ZarrDomain, ds: Dataset, path: str) -> dict[str, Any]:
     """``zarr.json`` of the polyglot array (the Zarr view's metadata, one whole-array shard)."""
