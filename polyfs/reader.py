@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 READAHEAD = 16 << 20  # produced bytes made ahead of a sequential reader (twice the cache's share at most)
 AHEAD_THREADS = max(2, os.cpu_count() or 2)
 AHEAD_OBJECT_MAX = 8 << 20  # remote stored objects fetched ahead whole up to this size
-AHEAD_FETCHES = 16  # remote objects fetched ahead at once (each a round trip)
+AHEAD_FETCHES = 32  # remote objects fetched ahead at once (each a round trip)
 AHEAD_LIFE = 5.0  # seconds an object fetched ahead may serve reads (another host may rewrite it)
 
 
@@ -124,8 +124,10 @@ class Reader:
             if state is None:
                 self._ahead[vfile] = [end, end]
                 return
-            sequential = state[0] == offset
-            state[0] = end
+            # near the furthest point read so far: one reader going forward, or several
+            # threads of one reader with their reads in flight out of order
+            sequential = abs(offset - state[0]) <= self.readahead // 4
+            state[0] = max(state[0], end) if sequential else end
             if not sequential or state[1] >= end + self.readahead // 2 or end >= vfile.size:
                 return
             start = max(state[1], end)
