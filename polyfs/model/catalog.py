@@ -51,6 +51,7 @@ class Catalog:
         self._untrusted: set[str] = set()  # datasets whose persisted index proved stale
         self._crc_locks: dict[str, threading.Lock] = {}  # dataset id -> serialises its CRC table's updates
         self._used: set[str] = set()  # domains whose files were asked for since the last refresh_used()
+        self._refresh_due: dict[str, float] = {}  # domain -> when refresh_used() may re-read it again
         # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
         self.chunk_listeners: list[Callable[[set[str]], None]] = []
 
@@ -122,11 +123,16 @@ class Catalog:
         every ``domain_ttl`` seconds, so changes made elsewhere show within that time.
         ``chunks_too``: also forget the chunk listings of those domains (the store is
         shared with other hosts, which may have rewritten chunks without a metadata change)."""
+        now = time.monotonic()
         with self._lock:
-            used, self._used = self._used, set()
-            cached = {p: self._domains[p] for p in used if p in self._domains}
+            # A domain whose re-read is slow (thousands of objects) is re-read less often:
+            # never more than REFRESH_SHARE of the time, so watching costs little.
+            due = {p for p in self._used if now >= self._refresh_due.get(p, 0.0)}
+            self._used -= due
+            cached = {p: self._domains[p] for p in due if p in self._domains}
         changed = []
         for path, old in cached.items():
+            t0 = time.monotonic()
             try:
                 new = self._load(path)
             except NotFound:
@@ -134,7 +140,9 @@ class Catalog:
             except PolyfsError as exc:
                 log.warning("cannot re-read domain %s: %s", path, exc)
                 continue
+            took = time.monotonic() - t0
             with self._lock:
+                self._refresh_due[path] = time.monotonic() + took / REFRESH_SHARE
                 if self._domains.get(path) is not old:
                     continue  # changed through this mount meanwhile: that model is newer
                 if new is None:
@@ -510,6 +518,9 @@ class Catalog:
                 listener(keys_)
         if path is not None:
             self.touch(path)
+
+
+REFRESH_SHARE = 0.05  # of the daemon's time at most spent re-reading domains other writers may change
 
 
 class _Missing(NotFound):

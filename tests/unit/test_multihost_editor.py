@@ -106,3 +106,21 @@ def test_two_hosts_creating_one_domain_one_wins(url):
     a.create_domain("/same.h5")
     with pytest.raises(AlreadyExists):
         b.create_domain("/same.h5")
+
+
+def test_a_daemon_sees_another_hosts_change_at_its_next_refresh(url, monkeypatch):
+    from polyfs.model import catalog as catalog_mod
+
+    monkeypatch.setattr(catalog_mod, "REFRESH_SHARE", 1e9)  # no pause between re-reads here
+    a, b = host(url), host(url)
+    a.create_domain("/seen.h5")
+    root = a.model("/seen.h5").domain.root
+    b.model("/seen.h5")
+    gen = b.catalog.generation("/seen.h5")  # a view asking for it marks it in use
+    assert b.catalog.refresh_used() == []  # nothing changed: nothing re-planned
+    a.set_attributes("/seen.h5", root, {"from_a": attr("from_a", 1)})
+    assert b.catalog.refresh_used() == []  # not asked for since the last pass: not re-read
+    assert b.catalog.generation("/seen.h5") == gen  # (asking marks it in use again)
+    assert b.catalog.refresh_used() == ["/seen.h5"]
+    assert b.catalog.generation("/seen.h5") != gen  # views re-plan
+    assert "from_a" in b.model("/seen.h5").root.attributes
