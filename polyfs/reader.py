@@ -65,6 +65,12 @@ class ByteLRU:
                 _, v = self._items.popitem(last=False)
                 self.used -= len(v)
 
+    def discard(self, key: Hashable) -> None:
+        with self._lock:
+            v = self._items.pop(key, None)
+            if v is not None:
+                self.used -= len(v)
+
     def discard_where(self, pred) -> None:
         with self._lock:
             for k in [k for k in self._items if pred(k)]:
@@ -217,7 +223,7 @@ class Reader:
         key = _ObjectFetch.key_of(p.key, p.object_size)
         data = self.cache.get(key)
         if data is not None and time.monotonic() - self._ahead_at.get(key, 0.0) > AHEAD_LIFE:
-            self.cache.discard_where(lambda k: k == key)
+            self.cache.discard(key)
             data = None
         if data is None:
             with self._inflight_lock:
@@ -229,7 +235,7 @@ class Reader:
             except Exception:  # noqa: BLE001 - the read asks the store itself, and reports
                 return None
         if p.start + p.length >= len(data):  # read to its end: a sequential reader is done with it
-            self.cache.discard_where(lambda k: k == key)
+            self.cache.discard(key)
         return data[p.start:p.start + p.length]
 
     def _fetch(self, key: str, start: int, length: int) -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ..errors import InvalidInput
 
@@ -46,6 +46,14 @@ def check_prefix(prefix: str) -> str:
     if prefix.startswith("/") or ".." in prefix.split("/"):
         raise InvalidInput(f"invalid store prefix {prefix!r}")
     return prefix
+
+
+def child_records(prefix: str, objects: Iterable[ObjectInfo]) -> bytes:
+    """``<size>_<name>\\0`` for each direct child of ``prefix`` among ``objects`` (the
+    records of :meth:`Store.list_records`; deeper keys are not children)."""
+    n = len(prefix)
+    return b"".join(f"{o.size}_{o.key[n:]}".encode("utf-8", "surrogateescape") + b"\0"
+                    for o in objects if "/" not in o.key[n:])
 
 
 class Store(abc.ABC):
@@ -130,12 +138,7 @@ class Store(abc.ABC):
         records ``<size>_<name>\\0``, concatenated. This is the bulk listing a view
         needs to lay out a million chunks without a Python object per chunk;
         backends override it with something faster than one ``list_dir`` each."""
-        out = {}
-        for prefix in prefixes:
-            n = len(prefix)
-            out[prefix] = b"".join(f"{o.size}_{o.key[n:]}".encode("utf-8", "surrogateescape") + b"\0"
-                                   for o in self.list_dir(prefix).objects)
-        return out
+        return {prefix: child_records(prefix, self.list_dir(prefix).objects) for prefix in prefixes}
 
     def dir_token(self, prefix: str) -> tuple[str, float] | None:
         """A cheap change detector for the direct children of ``prefix``:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 from urllib.parse import urlparse
 
 from ..errors import NotFound, PreconditionFailed, ReadOnly, StoreError
-from .base import Listing, ObjectInfo, Store, check_key, check_prefix
+from .base import Listing, ObjectInfo, Store, check_key, check_prefix, child_records
 
 
 def _first_line(exc: BaseException) -> str:
@@ -177,17 +177,7 @@ class S3Store(Store):
 
     # -- reads -----------------------------------------------------------
     def get(self, key: str) -> bytes:
-        check_key(key)
-
-        def once() -> bytes:
-            res = _obstore().get(self._s, key)
-            data = bytes(res.bytes())
-            lo, hi = res.range
-            if len(data) != hi - lo:
-                raise _ShortBody(f"{len(data)} of {hi - lo} bytes")
-            return data
-
-        return self._call("GET", key, once)
+        return self.get_tagged(key)[0]
 
     def _size(self, key: str) -> int:
         return int(_obstore().head(self._s, key)["size"])
@@ -364,7 +354,7 @@ class S3Store(Store):
         check_prefix(prefix)
         first = self._call("LIST", prefix or "/", lambda: self._list_page(prefix, None))
         if len(first) < _PAGE:
-            return _records(prefix, first)
+            return child_records(prefix, first)
         # More than a page: chunk names start with a digit, so ten ranges split the key
         # space; each is listed from its start (S3 start-after) up to the next one's.
         bounds = ["", *"123456789", ":"]
@@ -375,7 +365,7 @@ class S3Store(Store):
         found: dict[str, ObjectInfo] = {o.key: o for o in first}
         for part in parts:
             found.update((o.key, o) for o in part)
-        return _records(prefix, [found[k] for k in sorted(found)])
+        return child_records(prefix, [found[k] for k in sorted(found)])
 
     def _list_page(self, prefix: str, offset: str | None) -> list[ObjectInfo]:
         stream = _obstore().list(self._s, prefix.rstrip("/") or None, offset=offset, chunk_size=_PAGE)
@@ -404,10 +394,3 @@ _RANGE_POOL = ThreadPoolExecutor(16, thread_name_prefix="polyfs-s3range")  # ran
 
 def _info(meta: Any) -> ObjectInfo:
     return ObjectInfo(meta["path"], int(meta["size"]), meta["last_modified"].timestamp(), meta.get("e_tag"))
-
-
-def _records(prefix: str, objects: Sequence[ObjectInfo]) -> bytes:
-    """``<size>_<name>\\0`` for each direct child (deeper keys are not children)."""
-    n = len(prefix)
-    return b"".join(f"{o.size}_{o.key[n:]}".encode("utf-8", "surrogateescape") + b"\0"
-                    for o in objects if "/" not in o.key[n:])
