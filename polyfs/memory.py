@@ -6,7 +6,9 @@ whose pages fault in on first touch and are unmapped on free, which cost the
 write path half its CPU. A fixed threshold of 4 MiB (fixed also stops glibc
 from raising it as large blocks are freed) serves them from two heap arenas
 and reuses the memory; :func:`trim` hands what is free back to the system
-after each file is stored, so the resident size follows what is in use.
+once files are stored (at most every 5 s: memory given back is faulted in
+again, which cost a stream of writes half its page faults at 0.5 s), so the
+resident size follows what is in use.
 The automatic trim threshold equals the mmap threshold: below it, the heap keeps
 a freed read reply (up to 1 MiB each, one per FUSE read) for the next one; at
 1 MiB every reply faulted its pages in afresh, which halved cold reads.
@@ -20,10 +22,11 @@ import time
 MMAP_THRESHOLD = 4 << 20
 ARENAS = 2
 TRIM_THRESHOLD = MMAP_THRESHOLD  # free memory at the top of a heap beyond this goes back at once
-TRIM_EVERY = 0.5  # seconds: at most this often
+TRIM_EVERY = 5.0  # seconds: at most this often
 
 _libc: ctypes.CDLL | None = None
 _last = 0.0
+_pending: threading.Timer | None = None
 _guard = threading.Lock()
 
 
@@ -42,13 +45,28 @@ def tune_malloc() -> None:
 
 
 def trim() -> None:
-    """Give free heap memory back to the system (rate-limited; cheap when there is none)."""
-    global _last
+    """Give free heap memory back to the system: at most every TRIM_EVERY seconds (memory
+    given back is faulted in again by the next file's pages, so a burst of writes trims
+    once); a call inside the window schedules one at its end, so memory freed by the last
+    file of a burst goes back too."""
+    global _last, _pending
     if _libc is None:
         return
     now = time.monotonic()
     with _guard:
-        if now - _last < TRIM_EVERY:
+        wait = _last + TRIM_EVERY - now
+        if wait > 0:
+            if _pending is None:
+                _pending = threading.Timer(wait, _deferred)
+                _pending.daemon = True
+                _pending.start()
             return
         _last = now
     _libc.malloc_trim(0)
+
+
+def _deferred() -> None:
+    global _pending
+    with _guard:
+        _pending = None
+    trim()

@@ -2,15 +2,41 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 THREADS = max(2, min(8, os.cpu_count() or 2))
+
+
+class Occupancy:
+    """How many calls are inside a section at once. A call that could fan its items out to
+    worker threads does so only while fewer than ``limit`` calls run side by side: past that
+    the cores are busy with the calls themselves, and more threads would only hand the GIL
+    back and forth (a context switch per codec call or syscall)."""
+
+    def __init__(self, limit: int = THREADS) -> None:
+        self.limit = limit
+        self._inside = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def enter(self) -> Iterator[bool]:
+        """Inside the section; yields whether this call should fan out."""
+        with self._lock:
+            self._inside += 1
+            fan_out = self._inside <= self.limit // 2 or self._inside == 1
+        try:
+            yield fan_out
+        finally:
+            with self._lock:
+                self._inside -= 1
 
 
 def bounded_map(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:

@@ -11,6 +11,7 @@ the stored element type and chunk shape: ``chunk`` carries them.
 """
 from __future__ import annotations
 
+import threading
 import zlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -135,6 +136,22 @@ class Pipeline:
             raise CodecError(f"chunk decodes to {len(out)} bytes, expected {nbytes}")
         return out
 
+    def check(self, data: Any, nbytes: int) -> Any:
+        """That ``data`` decodes to exactly ``nbytes`` (CodecError if not), for a caller that
+        keeps ``data`` as it is. The decoded bytes are returned, but a lone zstd or deflate
+        decodes them into this thread's scratch buffer (valid until its next ``check``): a
+        validated write then allocates, and faults in, no memory per chunk."""
+        scratch = _scratch(nbytes + 1) if len(self.filters) == 1 and self.ids[0] in _INTO else None
+        if scratch is None:
+            return self.decode(data, nbytes)
+        try:
+            out = _INTO[self.ids[0]](data, out=scratch)
+        except Exception:  # noqa: BLE001 - a bad stream, or more than nbytes: decode raises, saying which
+            return self.decode(data, nbytes)
+        if len(out) != nbytes:
+            raise CodecError(f"chunk decodes to {len(out)} bytes, expected {nbytes}")
+        return out
+
     def encode(self, raw: bytes) -> bytes:
         if self.opaque:
             from . import opaque
@@ -171,6 +188,21 @@ def effective(declared: Pipeline, head: bytes | None, size: int | None = None) -
     if kind == "zstd" and comp is not None and comp.id == BLOSC:
         return Pipeline(tuple(Filter(ZSTD, (3,)) if x.id == BLOSC else x for x in declared.filters), declared.itemsize)
     return declared
+
+
+_INTO = {ZSTD: imagecodecs.zstd_decode, DEFLATE: imagecodecs.deflate_decode}  # decode into a given buffer
+SCRATCH_MAX = 2 << 20  # per thread; larger chunks are decoded into memory of their own
+_local = threading.local()
+
+
+def _scratch(n: int) -> memoryview | None:
+    """``n`` bytes of this thread's reusable buffer, or None past SCRATCH_MAX."""
+    if n > SCRATCH_MAX:
+        return None
+    buf = getattr(_local, "buf", None)
+    if buf is None or len(buf) < n:
+        buf = _local.buf = bytearray(max(n, 1 << 20))
+    return memoryview(buf)[:n]
 
 
 def inflate(stream: Any, size: int | None = None) -> bytes:

@@ -354,6 +354,11 @@ class PendingFile(FileNode):
 
     def _write_page(self, p: int, o: int, data: memoryview) -> None:
         page = self._pages.get(p)
+        if page is None and o == 0 and len(data) >= min(self._page, self._base_limit - p * self._page):
+            page = bytearray(data)  # covers all the base bytes it has: one copy, no zero fill
+            self._pages[p] = page
+            self.budget._account(self, p, len(page))
+            return
         if page is None:
             page = bytearray(max(min(self._page, self._base_limit - p * self._page), 0))
             need = self._base_need(p, o, o + len(data))
@@ -384,14 +389,22 @@ class PendingFile(FileNode):
             end = min(off + n, self._size)
             if n <= 0 or off >= end:
                 return b""
+            parts = self._in_memory(off, end)
+            if parts is not None:  # one copy, under the lock (pages change after it)
+                data = b"".join(parts)
+                for m in parts:
+                    m.release()  # a page with a live view cannot grow
+                return data
             out = bytearray(end - off)
             view = memoryview(out)
             for p in range(off // P, (end - 1) // P + 1):
                 a, b = max(off, p * P), min(end, p * P + P)
                 page = self._pages.get(p)
                 if isinstance(page, bytearray):
-                    chunk = memoryview(page)[a - p * P:b - p * P]
-                    view[a - off:a - off + len(chunk)] = chunk
+                    with memoryview(page) as whole:  # released at once: a page with a live view cannot grow
+                        chunk = whole[a - p * P:b - p * P]
+                        view[a - off:a - off + len(chunk)] = chunk
+                        chunk.release()
                 elif page is not None:
                     k = min(b, p * P + page) - a
                     if k > 0:
@@ -409,6 +422,18 @@ class PendingFile(FileNode):
             got = self.base.read(a, e - a)[:e - a]  # type: ignore[union-attr]
             view[a - off:a - off + len(got)] = got
         return bytes(out)
+
+    def _in_memory(self, off: int, end: int) -> list[memoryview] | None:
+        """Views of ``[off, end)`` when in-memory pages hold all of it (the common case:
+        a file just written), else None. Caller holds the lock."""
+        P, parts = self._page, []
+        for p in range(off // P, (end - 1) // P + 1):
+            page = self._pages.get(p)
+            a, b = max(off, p * P) - p * P, min(end, p * P + P) - p * P
+            if not isinstance(page, bytearray) or len(page) < b:
+                return None
+            parts.append(memoryview(page)[a:b])
+        return parts
 
     def truncate(self, size: int) -> None:
         if size < 0:

@@ -99,7 +99,17 @@ class ChunkIndex:
         return np.stack(c, axis=-1)
 
     def linear_of(self, coords: Sequence[int]) -> int:
-        return int(np.ravel_multi_index(tuple(int(c) for c in coords), self.grid))
+        """C-order number of a chunk (plain arithmetic: called per chunk on the write path);
+        ValueError for coordinates outside the grid, as ``np.ravel_multi_index``."""
+        if len(coords) != len(self.grid):
+            raise ValueError(f"chunk coordinates {list(coords)} do not match grid {list(self.grid)}")
+        linear = 0
+        for c, n in zip(coords, self.grid):
+            c = int(c)
+            if not 0 <= c < n:
+                raise ValueError(f"chunk coordinates {list(coords)} lie outside grid {list(self.grid)}")
+            linear = linear * n + c
+        return linear
 
     def key(self, linear: int) -> str:
         """The store key of one chunk (on the read path: plain integer arithmetic)."""
@@ -124,7 +134,11 @@ class ChunkIndex:
         return np.where(hit, self.sizes[pos_c], -1)
 
     def size_of(self, linear: int) -> int:
-        return int(self.sizes_for(np.asarray([linear]))[0])
+        """Stored size of one chunk; -1 where it does not exist."""
+        pos = int(np.searchsorted(self.linear, linear))
+        if pos < self.linear.size and int(self.linear[pos]) == linear:
+            return int(self.sizes[pos])
+        return -1
 
     def updated(self, sizes: dict[int, int], removed: Sequence[int] = ()) -> "ChunkIndex":
         """A new index with chunks added or resized (linear -> size) and others removed."""

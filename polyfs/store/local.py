@@ -23,10 +23,12 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Sequence
 
+from ..parallel import Occupancy
 from ..errors import ChunkChanged, NoSpace, NotFound, PreconditionFailed, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
 
 _PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-put")  # fsyncs overlap, not queue
+_PUTTING = Occupancy()  # put_many calls under way
 
 TMP_PREFIX = ".polyfs-tmp-"
 _NOWAIT = getattr(os, "RWF_NOWAIT", 0)
@@ -231,15 +233,24 @@ class LocalStore(Store):
         self._writable()
         for key, _ in items:
             check_key(key)
-        futures = [_PUT_POOL.submit(self._stage, item) for item in items]
         temps: list[Path | None] = []
         failure: OSError | None = None
-        for f in futures:  # wait for every temp file, so a failure leaves none behind
-            try:
-                temps.append(f.result())
-            except OSError as exc:
-                temps.append(None)
-                failure = failure or exc
+        with _PUTTING.enter() as fan_out:
+            if fan_out:  # the fsyncs overlap in the pool; else other calls' do
+                futures = [_PUT_POOL.submit(self._stage, item) for item in items]
+                for f in futures:  # wait for every temp file, so a failure leaves none behind
+                    try:
+                        temps.append(f.result())
+                    except OSError as exc:
+                        temps.append(None)
+                        failure = failure or exc
+            else:
+                for item in items:
+                    try:
+                        temps.append(None if failure else self._stage(item))
+                    except OSError as exc:
+                        temps.append(None)
+                        failure = exc
         try:
             if failure is not None:
                 raise failure
@@ -262,13 +273,14 @@ class LocalStore(Store):
         key, data = item
         path = self._path(key)
         tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-        for attempt in range(3):
+        for attempt in range(4):
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                if attempt:  # no directory yet, or a concurrent delete pruned the one just made
+                    path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 break
-            except FileNotFoundError:  # a concurrent delete pruned the directory just made
-                if attempt == 2:
+            except FileNotFoundError:
+                if attempt == 3:
                     raise
             except OSError:
                 self._prune(path.parent)

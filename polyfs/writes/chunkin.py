@@ -78,8 +78,14 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
             raise NoCodec(f"a chunk under filter {', '.join(f.name for f in pipe.opaque)} must be a full "
                           f"chunk of the stored type")
         pipe = pipe.with_chunk(ds.type, full)
+    dt = stored_dtype(ds)
+    as_written = dims == full and _same_encoding(inc, stored, dt) and not stored.is_identity \
+        and (stored.ids[-1] != ZSTD or zstd_has_content_size(data))
     try:
-        raw = pipe.decode(data, nbytes) if not pipe.is_identity else data
+        if pipe.is_identity:
+            raw = data
+        else:  # bytes stored as written are only validated: decoded into scratch memory
+            raw = pipe.check(data, nbytes) if as_written else pipe.decode(data, nbytes)
     except (CodecError, NoCodec):
         raise
     except Exception as exc:  # numcodecs raises plain RuntimeError/ValueError
@@ -87,9 +93,7 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
     if len(raw) != nbytes:
         raise InvalidInput(f"chunk decodes to {len(raw)} bytes; a {list(dims)} block of "
                            f"{inc.dtype.name} needs {nbytes}")
-    dt = stored_dtype(ds)
-    if dims == full and _same_encoding(inc, stored, dt) and not stored.is_identity \
-            and (stored.ids[-1] != ZSTD or zstd_has_content_size(data)):
+    if as_written:
         if crc is not None and stored.ids == (DEFLATE,):
             crc.append(zlib.crc32(raw))
         return data

@@ -45,7 +45,7 @@ from ..views.root import domain_leaf_paths
 from .chunkin import stored_dtype, to_stored
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, Ingester, WrittenChunk, WrittenFile,
                        file_members)
-from ..parallel import THREADS, bounded_map
+from ..parallel import THREADS, Occupancy, bounded_map
 from .router import Router, Target
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,7 @@ class WriteService:
         self._superseded: OrderedDict[str, list[tuple[bytes, float, int]]] = OrderedDict()
         self._written_at: OrderedDict[str, tuple[float, int]] = OrderedDict()  # key -> (when, by whom)
         self._pool = ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="polyfs-encode")
+        self._ingesting = Occupancy()  # chunk files being merged now
         self._shown: dict[tuple[str, str], tuple[tuple[Any, Any], ArrayWrite]] = {}  # view, dataset -> shown
         # called once a change is in the store, before it is time-stamped: whoever serves the
         # views re-resolves its nodes from then on (a reader looking a file up later must not
@@ -275,8 +276,8 @@ class WriteService:
         cf = self._chunk_file(t, writer=writer)
         if cf is None:
             raise NotPermitted(f"{path}: not a chunk file of {t.domain}:{t.h5path}")
-        with self._lock_for(cf.lock_key):
-            self._chunks(cf, ing, src, path, base_time, writer, seen)
+        with self._lock_for(cf.lock_key), self._ingesting.enter() as fan_out:
+            self._chunks(cf, ing, src, path, base_time, writer, seen, fan_out)
 
     def _document(self, t: Target, ing: DocumentIngester, src: WrittenFile, where: str) -> None:
         """A whole document. Written from scratch where it stands for a whole domain: that domain,
@@ -471,10 +472,12 @@ class WriteService:
         return ChunkFile(t.domain, ds, decl, file_members(pos, decl.per_file, grid), (ds.id, pos))
 
     def _chunks(self, cf: ChunkFile, ing: Ingester, src: ByteSource, where: str, base_time: float,
-                writer: int, seen: set[str] | None) -> None:
+                writer: int, seen: set[str] | None, fan_out: bool = True) -> None:
         """Merge a chunk file into the store. Another process's changes made after this writer's
         ``base_time`` win over what it left untouched; its own earlier writes do not; a chunk it
-        leaves out is deleted only if it saw it (when it read the file at all)."""
+        leaves out is deleted only if it saw it (when it read the file at all). ``fan_out``:
+        its chunks are converted in worker threads (else here: other files' merges keep the
+        cores busy)."""
         ds = cf.ds
         stored_pipe = self.catalog.pipeline(ds)
         idx = self.catalog.chunk_index(ds)
@@ -503,8 +506,8 @@ class WriteService:
 
         # validate and convert everything before the store is touched (shards: in parallel)
         written = ing.chunks_in(src, cf.decl, cf.members, where)
-        results = list(bounded_map(self._pool, convert, written, ENCODE_THREADS * 2)) if len(cf.members) > 1 \
-            else [convert(w) for w in written]
+        results = list(bounded_map(self._pool, convert, written, ENCODE_THREADS * 2)) \
+            if fan_out and len(cf.members) > 1 else [convert(w) for w in written]
         present = {coords for coords, _ in results}
         puts = [(coords, r[0], r[1]) for coords, r in results if r is not None]
         deletes = []

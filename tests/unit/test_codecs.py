@@ -51,6 +51,34 @@ def test_decode_checks_size_and_garbage():
         p.decode(zlib.compress(RAW[:100]), len(RAW))
 
 
+@pytest.mark.parametrize("filters", [(Filter(ZSTD, (3,)),), (Filter(DEFLATE, (6,)),),
+                                     (Filter(SHUFFLE, (2,)), Filter(DEFLATE, (6,)))])
+def test_check_validates_like_decode(filters):
+    """``check`` (validation of bytes stored as written) accepts exactly what ``decode`` does,
+    and says why not: too few bytes, too many, a cut or corrupt stream."""
+    p = Pipeline(filters, 2)
+    enc = p.encode(RAW)
+    assert bytes(p.check(enc, len(RAW))) == RAW
+    other = p.encode(RAW[::-1])
+    assert bytes(p.check(other, len(RAW))) == RAW[::-1]  # the scratch buffer is reused, rewritten
+    for n in (len(RAW) - 2, len(RAW) + 2):
+        with pytest.raises(CodecError, match="expected"):
+            p.check(enc, n)
+    for bad in (enc[:len(enc) // 2], enc[:8] + bytes(len(enc) - 8), b"garbage"):
+        with pytest.raises(CodecError):
+            p.check(bad, len(RAW))
+
+
+def test_check_of_a_chunk_past_the_scratch_size_decodes_it_whole(monkeypatch):
+    from polyfs.codecs import pipeline
+    monkeypatch.setattr(pipeline, "SCRATCH_MAX", 1024)
+    p = Pipeline((Filter(ZSTD, (3,)),), 2)
+    enc = p.encode(RAW)
+    assert bytes(p.check(enc, len(RAW))) == RAW
+    with pytest.raises(CodecError, match="expected"):
+        p.check(enc, len(RAW) + 2)
+
+
 def test_unknown_filter_names_the_id():
     """The table (what polyfs encodes by itself, the --codec check) still refuses other ids."""
     with pytest.raises(UnknownFilter, match="39999"):
