@@ -20,11 +20,19 @@ chunks) up to :data:`MAX_TILE`; else the chunk dim rounded up to 16, where
 tiles straddle chunk edges and a chunk is decoded by up to 4 groups.
 Tiles are stored uncompressed by default (``tiff_deflate_level`` 0,
 Compression=1): their sizes are known from the shape, so a stat costs nothing
-and a first read only decodes. At levels 1-9 tiles are deflated with libdeflate
-(imagecodecs), whose sizes are measured once, when the file is first sized (all
-groups, in parallel; only the sizes are kept): libdeflate is deterministic, so
-a group produced again after cache eviction has exactly the measured length
-(the reader checks it).
+and a first read only decodes; a group that is one chunk's planes is the
+decoded chunk itself (no copy). At levels 1-9 tiles are deflated with libdeflate
+(imagecodecs; level 1 is its fastest, zlib-ng's level 1 does not compress such
+data), whose sizes are measured once, when the file is first sized (all groups,
+in parallel): the first groups made then are kept (:data:`KEPT`, a quarter of
+the mount's cache) for the read that follows, the rest only sized. libdeflate is
+deterministic, so a group produced again after cache eviction has exactly the
+measured length (the reader checks it).
+
+Groups are produced by the reader (:meth:`polyfs.reader.Reader.produced`):
+cached under keys that hold across opens of one layout (a re-planned file gets
+new ones), and made ahead of a sequential reader on the other cores. Decoding
+(libdeflate, GIL released) is nearly all of a transcoded first read's CPU.
 
 **Missing chunks** become tiles of the fill value: one encoded fill tile is
 stored once in the file and every missing tile points at it. Edge tiles are
@@ -35,9 +43,12 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 import imagecodecs
 import numpy as np
@@ -48,8 +59,8 @@ from ...model import values
 from ...model.chunks import ChunkIndex
 from ...model.schema import Dataset
 from ...vfile import ChunkRun, ProducedPiece, Segment
-from .structs import COMPRESSION_DEFLATE, COMPRESSION_NONE
 from ...views.transcode import fetch_chunk
+from .structs import COMPRESSION_DEFLATE, COMPRESSION_NONE
 
 MAX_TILE = 2048  # largest tile edge made of whole chunks before tiles straddle chunk edges
 MEASURE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
@@ -288,14 +299,60 @@ class TranscodePlan:
 
     def produce_tiles(self, ctx: Any, gid: int) -> list[bytes]:
         """The encoded tiles of one group, pages in C order."""
-        region = self.produce_region(ctx, gid)
-        return [self.encode(region[k].tobytes()) for k in range(region.shape[0])]
+        raw = self.produce_raw(ctx, gid)
+        view = memoryview(raw)
+        n = self.tile_raw
+        return [self.encode(view[k * n:(k + 1) * n]) for k in range(len(raw) // n)]
 
     def produce_group(self, ctx: Any, gid: int) -> bytes:
-        """The group's tiles back to back (uncompressed: the region's bytes as they lie)."""
+        """The group's tiles back to back (uncompressed: the raw pages as they lie)."""
         if self.level == 0:
-            return self.produce_region(ctx, gid).tobytes()
+            return self.produce_raw(ctx, gid)
         return b"".join(self.produce_tiles(ctx, gid))
+
+    def produce_raw(self, ctx: Any, gid: int) -> bytes:
+        """The group's uncompressed tiles back to back. A group that is one chunk's planes
+        (tile = chunk plane, the chunk exists) is the decoded chunk itself, or its first
+        pages at the array's leading edge: no region is assembled, no byte is copied."""
+        whole = self._single_chunk(gid)
+        if whole is None:
+            return self.produce_region(ctx, gid).tobytes()
+        lin, npg = whole
+        key = self.idx.key(lin)
+        if self.pipe.is_identity:  # one page: the plane's bytes, read by range
+            return self._plane(ctx, key, gid)
+        raw = self.pipe.decode(fetch_chunk(ctx, key), self.ds.chunk_nbytes)
+        n = npg * self.tile_raw
+        return raw if n == len(raw) else raw[:n]
+
+    def _single_chunk(self, gid: int) -> tuple[int, int] | None:
+        """(chunk linear index, pages) when the group's pixels are exactly the first
+        ``pages`` planes of one stored chunk, in the chunk's own byte order; else None."""
+        if self.geo.tile != tuple(self.ds.chunks[-2:]):
+            return None
+        b, r, c = self.group_coords(gid)
+        lin = _ravel_one((*(bi * n // lc for bi, n, lc in zip(b, self.block, self.ds.chunks[:-2])), r, c),
+                         self.ds.grid)
+        if not self._exists(lin):
+            return None
+        counts = [len(p) for p in self.group_pages(b)]
+        if counts[1:] != list(self.block[1:]):  # a short inner leading dim: pages not contiguous
+            return None
+        return lin, math.prod(counts)
+
+    def _plane(self, ctx: Any, key: str, gid: int) -> bytes:
+        """One page of an uncompressed chunk (groups of identity pipelines are single pages)."""
+        pages = self.group_pages(self.group_coords(gid)[0])
+        within = [p.start % lc for p, lc in zip(pages, self.ds.chunks[:-2])]
+        k = _ravel_one(tuple(within), tuple(self.ds.chunks[:-2])) if within else 0
+        plane_bytes = self.ds.chunks[-2] * self.ds.chunks[-1] * self.dtype.itemsize
+        try:
+            raw = ctx.store.get_range(key, k * plane_bytes, plane_bytes)
+        except NotFound:
+            raw = fetch_chunk(ctx, key)  # raises ChunkMissing
+        if len(raw) != plane_bytes:
+            raise SchemaError(f"uncompressed chunk {key} is shorter than {self.ds.chunk_nbytes} bytes")
+        return raw
 
     def produce_region(self, ctx: Any, gid: int) -> np.ndarray:
         """The raw (pages, tile rows, tile cols) of one group, fill value where no chunk is."""
@@ -307,22 +364,13 @@ class TranscodePlan:
         cy, cx = self.ds.chunks[-2:]
         region = np.empty((npg, ty, tx), dtype=self.dtype)
         y0, x0 = r * ty, c * tx
-        plane_bytes = cy * cx * self.dtype.itemsize
         sources = self.sources(gid)
         if not self._covers(sources, y0, x0):
             region[...] = self.fill_value
         for lin, i, j in sources:
             key = self.idx.key(lin)
             if self.pipe.is_identity:  # one page: read only its plane
-                within = [p.start % lc for p, lc in zip(pages, self.ds.chunks[:-2])]
-                k = int(np.ravel_multi_index(within, self.ds.chunks[:-2])) if within else 0
-                try:
-                    raw = ctx.store.get_range(key, k * plane_bytes, plane_bytes)
-                except NotFound:
-                    raw = fetch_chunk(ctx, key)  # raises ChunkMissing
-                if len(raw) != plane_bytes:
-                    raise SchemaError(f"uncompressed chunk {key} is shorter than {self.ds.chunk_nbytes} bytes")
-                block = np.frombuffer(raw, dtype=self.dtype).reshape(1, cy, cx)
+                block = np.frombuffer(self._plane(ctx, key, gid), dtype=self.dtype).reshape(1, cy, cx)
             else:
                 raw = self.pipe.decode(fetch_chunk(ctx, key), self.ds.chunk_nbytes)
                 arr = np.frombuffer(raw, dtype=self.dtype).reshape(self.ds.chunks)
@@ -420,16 +468,33 @@ class TranscodePlan:
         return TileData([run], run.length, rel, counts, self.fill_tile)
 
     def measure(self, ctx: Any, gids: np.ndarray) -> dict[int, np.ndarray]:
-        """Encoded size of every tile of the given groups (transcoding them, in parallel)."""
+        """Encoded size of every tile of the given groups (transcoding them, in parallel).
 
-        def one(gid: int) -> tuple[int, np.ndarray]:
-            tiles = self.produce_tiles(ctx, gid)
-            return gid, np.fromiter((len(t) for t in tiles), dtype=np.int64, count=len(tiles))
+        The first groups made are kept (:data:`KEPT`, up to a quarter of the mount's
+        cache) for the read that usually follows a stat, which then starts without
+        transcoding them a second time."""
+        budget = getattr(getattr(ctx, "options", None), "transcode_cache_bytes", 0) // KEEP_SHARE
+        KEPT.resize(budget)
+
+        def one(gid: int) -> tuple[int, list[bytes]]:
+            return gid, self.produce_tiles(ctx, gid)
 
         if len(gids) <= 1:
-            return dict(one(int(g)) for g in gids)
+            made: Iterable[tuple[int, list[bytes]]] = [one(int(g)) for g in gids]
+            return self._sizes(made, budget)
         with ThreadPoolExecutor(MEASURE_THREADS, thread_name_prefix="polyfs-tiff-measure") as pool:
-            return dict(pool.map(one, (int(g) for g in gids)))
+            return self._sizes(pool.map(one, (int(g) for g in gids)), budget)  # in group order
+
+    def _sizes(self, made: Iterable[tuple[int, list[bytes]]], budget: int) -> dict[int, np.ndarray]:
+        """Tile sizes of groups made in file order; the first ``budget`` bytes of them kept."""
+        out = {}
+        for gid, tiles in made:
+            out[gid] = np.fromiter((len(t) for t in tiles), dtype=np.int64, count=len(tiles))
+            length = int(out[gid].sum())
+            if budget >= length:
+                budget -= length
+                KEPT.put(GroupProducer.key_of(self, gid, length), b"".join(tiles))
+        return out
 
 
 @dataclass(frozen=True)
@@ -442,11 +507,17 @@ class GroupProducer:
 
     @property
     def cache_key(self) -> Hashable:
-        """Flat, with the dataset id (for cache invalidation by dataset) and the plan's serial."""
-        return ("tiff-tiles", self.plan.ds.id, self.plan.serial, self.gid, self.length)
+        """Flat, with the dataset id (for cache invalidation by dataset) and the plan's serial:
+        stable across opens of one layout, new for a re-planned file."""
+        return self.key_of(self.plan, self.gid, self.length)
+
+    @staticmethod
+    def key_of(plan: TranscodePlan, gid: int, length: int) -> Hashable:
+        return ("tiff-tiles", plan.ds.id, plan.serial, gid, length)
 
     def produce(self, ctx: Any) -> bytes:
-        return self.plan.produce_group(ctx, self.gid)
+        kept = KEPT.take(self.cache_key)  # made when the file was measured
+        return kept if kept is not None else self.plan.produce_group(ctx, self.gid)
 
 
 class GroupRun(Segment):
@@ -472,6 +543,45 @@ class GroupRun(Segment):
                 out.append(ProducedPiece(self.producer(i), start - base, hi - start))
             start = hi
             i += 1
+
+
+class KeptGroups:
+    """Deflated groups made while a file was measured, held (bounded, oldest dropped) until
+    the reader's first read of each takes it over into the reader's cache."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self.capacity = 0
+        self.used = 0
+
+    def resize(self, capacity: int) -> None:
+        with self._lock:
+            self.capacity = max(0, capacity)
+            self._trim()
+
+    def put(self, key: Hashable, data: bytes) -> None:
+        with self._lock:
+            if len(data) > self.capacity or key in self._items:
+                return
+            self._items[key] = data
+            self.used += len(data)
+            self._trim()
+
+    def take(self, key: Hashable) -> bytes | None:
+        with self._lock:
+            data = self._items.pop(key, None)
+            if data is not None:
+                self.used -= len(data)
+            return data
+
+    def _trim(self) -> None:
+        while self.used > self.capacity and self._items:
+            self.used -= len(self._items.popitem(last=False)[1])
+
+
+KEEP_SHARE = 4  # measured groups kept for the first read: up to cache_mb / KEEP_SHARE
+KEPT = KeptGroups()
 
 
 def plan_tiles(ds: Dataset, idx: ChunkIndex, pipe: Pipeline, level: int,
