@@ -9,6 +9,7 @@ behind polyfs's back is detected, never served with a stale CRC).
 """
 from __future__ import annotations
 
+import bisect
 import io
 import math
 from dataclasses import dataclass
@@ -134,8 +135,9 @@ class ChunkIndex:
         return np.where(hit, self.sizes[pos_c], -1)
 
     def size_of(self, linear: int) -> int:
-        """Stored size of one chunk; -1 where it does not exist."""
-        pos = int(np.searchsorted(self.linear, linear))
+        """Stored size of one chunk; -1 where it does not exist. A bisection in Python: numpy's
+        searchsorted lets go of the GIL, and getting it back costs more than the search."""
+        pos = bisect.bisect_left(self.linear, linear)
         if pos < self.linear.size and int(self.linear[pos]) == linear:
             return int(self.sizes[pos])
         return -1
