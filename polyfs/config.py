@@ -58,7 +58,7 @@ class MountConfig:
     cache_gb: float = 10.0  # its bound (LRU); 0 turns it off
     read_ahead_kb: int = 1024  # measured: sequential reads peak here, and metadata scans over-read less
     max_background: int = 64  # asynchronous FUSE requests in flight (kernel default 12), via fusectl
-    entry_timeout: float = 1.0
+    entry_timeout: float = 60.0  # kernel name/attribute caching; changes are pushed (fs/kernelcache.py)
     domain_ttl: float = 5.0
     threads: int = 16
     write_buffer_mb: int = 256  # daemon-wide memory for files being written; past it, scratch files

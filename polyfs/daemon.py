@@ -230,6 +230,9 @@ def fuse_options(cfg: config_mod.MountConfig) -> set[str]:
     return opts
 
 
+ACL_ENTRY_TIMEOUT = 1.0  # kernel name/attribute caching on allow_other mounts (SEMANTICS.md, permissions)
+
+
 def build_operations(cfg: config_mod.MountConfig, store=None):
     """The whole file system without the kernel: store, catalog, views, write side and
     the pyfuse3 operations over them (the daemon mounts this; tests await it directly)."""
@@ -258,23 +261,43 @@ def build_operations(cfg: config_mod.MountConfig, store=None):
 
         access = AccessGate(catalog_loader(ctx.catalog), ctx.catalog.generation,
                             LocalUsers(os.getuid(), os.getgid()), ttl=cfg.domain_ttl)
+    shared = store.url.startswith("s3://")
+    # Names and attributes the kernel keeps: entry_timeout, but never longer than domain_ttl
+    # above domains (the domain list) nor, on shared stores, anywhere (other hosts' chunk
+    # rewrites are found by re-listing, which says no more than "re-plan": kernelcache.py);
+    # with ACLs at most ACL_ENTRY_TIMEOUT (a name one user looked up stats for all users).
+    ttl = cfg.domain_ttl if cfg.domain_ttl > 0 else None
+    timeout = min(cfg.entry_timeout, ttl) if shared and ttl else cfg.entry_timeout
+    if access is not None:
+        timeout = min(timeout, ACL_ENTRY_TIMEOUT)
+    ops = Operations(root, reader, read_only=cfg.read_only, entry_timeout=timeout,
+                     threads=cfg.threads, service=service, budget=budget, access=access, tree_timeout=ttl)
     if cfg.domain_ttl > 0:
-        watch_domains(ctx.catalog, cfg.domain_ttl, shared=store.url.startswith("s3://"))
-    return Operations(root, reader, read_only=cfg.read_only, entry_timeout=cfg.entry_timeout,
-                      threads=cfg.threads, service=service, budget=budget, access=access)
+        watch_domains(ctx.catalog, cfg.domain_ttl, shared=shared, held=ops.kernel_domains,
+                      changed=ops.domains_changed)
+    return ops
 
 
-def watch_domains(catalog, ttl: float, shared: bool) -> threading.Thread:
+def watch_domains(catalog, ttl: float, shared: bool, held: Callable[[], list[str]] | None = None,
+                  changed: Callable[[list[str]], None] | None = None) -> threading.Thread:
     """Every ``ttl`` seconds, re-read the domains in use, so what other daemons and hosts
     change in the store shows here within ``domain_ttl`` (SEMANTICS.md). ``shared``: an
-    object store other hosts write to (their chunk rewrites are picked up as well)."""
+    object store other hosts write to (their chunk rewrites are picked up as well).
+    ``held()``: domains the kernel may still answer for from its caches, which count as in
+    use (it does not ask the daemon about them meanwhile); ``changed(paths)``: told of what
+    was found changed, so the kernel drops what it holds of it."""
 
     def loop() -> None:
         while True:
             time.sleep(ttl)
             try:
-                for path in catalog.refresh_used(chunks_too=shared):
+                for path in held() if held is not None else ():
+                    catalog.generation(path)  # in use: re-read below
+                paths = catalog.refresh_used(chunks_too=shared)
+                for path in paths:
                     log.info("domain %s was changed by another writer: re-read", path)
+                if paths and changed is not None:
+                    changed(paths)
             except Exception as exc:  # noqa: BLE001 - the next pass tries again
                 log.warning("re-reading domains failed: %s", one_line(exc))
 

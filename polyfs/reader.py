@@ -305,7 +305,7 @@ class Reader:
                 if nowait:
                     try:
                         got = self.store.read_into_nowait(p.key, p.start, view[pos:pos + n], p.object_size)
-                    except (ChunkMissing, NotFound):
+                    except (ChunkChanged, ChunkMissing, NotFound):
                         return None  # the threaded path reports (and logs) it properly
                     if got != n:
                         return None
@@ -333,18 +333,22 @@ class Reader:
         assert out is not None
         return out
 
-    def read_nowait(self, vfile: VFile, offset: int, size: int) -> bytearray | None:
+    def read_nowait(self, vfile: VFile, offset: int, size: int) -> bytearray | list[Piece]:
         """The read, if it can be served without blocking (literal bytes, cached
-        produced bytes, stored ranges already in the page cache); else None and
-        the caller does :meth:`read` in a worker thread."""
-        out = self._assemble(vfile.plan(offset, size), nowait=True)
-        if out is not None:
-            self._read_ahead(vfile, offset, size)
+        produced bytes, stored ranges already in the page cache); else its plan, which
+        the caller hands to :meth:`read` in a worker thread (planned once per request)."""
+        pieces = vfile.plan(offset, size)
+        out = self._assemble(pieces, nowait=True)
+        if out is None:
+            return pieces
+        self._read_ahead(vfile, offset, size)
         return out
 
-    def read(self, vfile: VFile, offset: int, size: int) -> bytes | bytearray:
-        """Bytes ``[offset, offset+size)`` of a virtual file (short only at its end)."""
-        pieces = vfile.plan(offset, size)
+    def read(self, vfile: VFile, offset: int, size: int, pieces: list[Piece] | None = None) -> bytes | bytearray:
+        """Bytes ``[offset, offset+size)`` of a virtual file (short only at its end);
+        ``pieces``: its plan when the caller has it already (:meth:`read_nowait`)."""
+        if pieces is None:
+            pieces = vfile.plan(offset, size)
         self._read_ahead(vfile, offset, size)
         if len(pieces) == 1 and isinstance(pieces[0], RangePiece) and self.store.concurrent_fetches:
             p = pieces[0]

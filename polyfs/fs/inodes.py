@@ -24,6 +24,11 @@ class InodeEntry:
     served: object = None  # the VFile last opened through this inode (page-cache decisions)
     version: int = 0  # the write version of the tree ``node`` was resolved at
     replaced_at: float | None = None  # another file was renamed over this one's path (its bytes are older)
+    # what the kernel may hold (kernelcache.py): until when (monotonic) its name and its
+    # attributes were handed out with a timeout, and the domain the path is in
+    name_until: float = 0.0
+    attr_until: float = 0.0
+    domain: str | None = None
 
 
 class InodeTable:
@@ -58,6 +63,9 @@ class InodeTable:
             if count_lookup:
                 entry.lookups += 1
             return entry
+
+    def peek_ino(self, ino: int) -> InodeEntry | None:
+        return self._by_ino.get(ino)
 
     def peek(self, path: str) -> InodeEntry | None:
         with self._lock:

@@ -3,11 +3,13 @@
 Every handler runs the view's lazy work (listings, layout, reads) in a
 worker thread, maps polyfs errors to errno through ``errors.errno_of``, and
 turns any unexpected exception into EIO after logging it once, so no request
-can take the daemon down.
+can take the daemon down. What the kernel may cache, for how long, and how it
+is told of changes: kernelcache.py.
 """
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import os
 import stat
@@ -19,20 +21,26 @@ from typing import Any, Callable
 import pyfuse3
 import trio
 
-from ..errors import AccessDenied, IsADirectory, NotADirectory, NotFound, ReadOnly
+from ..errors import AccessDenied, ChunkChanged, IsADirectory, NotADirectory, NotFound, ReadOnly
 from .access import AccessGate, DomainAccess
 from .errmap import fuse_errors
+from .kernelcache import KernelHeld, KernelNotifier
 from .overlay import PendingDir, PendingFile
 from .writeops import WriteHandle, WriteSide
 from ..reader import Reader
 from ..vfile import VFile
 from ..views.base import DirNode, FileNode, Node
-from ..views.root import DomainLocator
+from ..views.root import DomainLocator, domain_leaf_paths
 from .inodes import ROOT_INODE, InodeEntry, InodeTable
 
 log = logging.getLogger(__name__)
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
+# Python's cyclic GC while serving: every request makes short-lived containers (attributes,
+# coroutines, tuples), and with the default thresholds (700, 10, 10) collections that walk
+# the daemon's large, long-lived heap (modules, domain models, view trees) cost a third of
+# the CPU of a directory walk (bench_read (c): 72 -> 49 us of daemon CPU per entry).
+GC_THRESHOLDS = (20000, 20, 20)
 _LOOKUP = object()  # _node_attr: find the node's domain from its path
 
 
@@ -55,16 +63,23 @@ class Operations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, root: DirNode, reader: Reader, read_only: bool = True, entry_timeout: float = 1.0,
+    def __init__(self, root: DirNode, reader: Reader, read_only: bool = True, entry_timeout: float = 60.0,
                  threads: int = 16, service: Any = None, budget: Any = None,
-                 access: AccessGate | None = None) -> None:
+                 access: AccessGate | None = None, tree_timeout: float | None = None) -> None:
         """``access``: enforce domains' HSDS ACLs for other local users (``allow_other``
-        mounts; see access.py). None: every node is the daemon user's, as before."""
+        mounts; see access.py). None: every node is the daemon user's, as before.
+        ``entry_timeout``: how long the kernel may keep names and attributes of domains not
+        written through this mount; ``tree_timeout``: the same for the directories above
+        domains (the domain list, re-read every ``domain_ttl``; default ``entry_timeout``)."""
         super().__init__()
         self.inodes = InodeTable(root)
         self.reader = reader
         self.read_only = read_only
         self.entry_timeout = entry_timeout
+        self.tree_timeout = entry_timeout if tree_timeout is None else min(tree_timeout, entry_timeout)
+        self.held = KernelHeld()  # domains the kernel may answer for itself (the watcher re-reads them)
+        self.kernel = KernelNotifier(self.inodes)
+        self.domains = DomainLocator(root)
         self.limiter = trio.CapacityLimiter(threads)
         self.uid = os.getuid()
         self.gid = os.getgid()
@@ -74,8 +89,16 @@ class Operations(pyfuse3.Operations):
         self._logged: set[tuple] = set()
         self.version = 0  # bumped when views may have re-rendered (nodes are resolved again)
         self.acl = access
-        self.locator = DomainLocator(root) if access is not None else None
+        self.locator = self.domains if access is not None else None
         self.writes: WriteSide | None = None if read_only or service is None else WriteSide(self, service, budget)
+
+    def init(self) -> None:
+        """The mount is live (pyfuse3 calls this once, before the first request): what exists
+        now lives as long as the daemon, so the GC stops walking it (``gc.freeze``), and
+        collects the young less often (``GC_THRESHOLDS``)."""
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+        log.debug("serving: %d objects frozen for the GC, thresholds %s", gc.get_freeze_count(), GC_THRESHOLDS)
 
     # -- helpers ----------------------------------------------------------
     def _log_unexpected(self, op: str, exc: BaseException) -> None:
@@ -110,13 +133,67 @@ class Operations(pyfuse3.Operations):
         return self._handles.get(fh)
 
     def node_attr(self, node: Node, ino: int, path: str = "") -> pyfuse3.EntryAttributes:
-        return self._node_attr(node, ino, path)
+        """Attributes the write side replies with: never cached by the kernel (what it made or
+        changed may be refused at flush, or change again at once)."""
+        return self._node_attr(node, ino, path, timeout=0.0)
 
     def child(self, parent: InodeEntry, name: str) -> tuple[str, Node]:
         return self._child(parent, name)
 
     def bump(self) -> None:
         self.version += 1
+
+    # -- what the kernel caches (kernelcache.py) -------------------------------------------
+    def _domain_below(self, parent: InodeEntry | None, path: str) -> str:
+        """The domain ``path`` is in ("" above every domain), from its parent's when known."""
+        if parent is not None and parent.domain:
+            return parent.domain
+        return self.domains.locate(path)[0] or ""
+
+    def _entry_domain(self, entry: InodeEntry) -> str:
+        if entry.domain is None:
+            entry.domain = self._domain_below(None, entry.path)
+        return entry.domain
+
+    def _timeout(self, path: str, domain: str) -> float:
+        """How long the kernel may keep a name and its attributes: 0 in domains written
+        through this mount, the domain list's time above domains, else ``entry_timeout``."""
+        if self.volatile(path):
+            return 0.0
+        return self.entry_timeout if domain else self.tree_timeout
+
+    def _handed(self, entry: InodeEntry, timeout: float, name: bool) -> None:
+        """Note that the kernel got ``entry``'s attributes (and its name) for ``timeout`` s."""
+        if timeout <= 0:
+            return
+        until = time.monotonic() + timeout
+        entry.attr_until = until
+        if name:
+            entry.name_until = until
+        self.held.note(entry.domain, until)
+
+    def kernel_domains(self) -> list[str]:
+        """Domains the kernel may answer for from its caches now: the watcher re-reads them
+        every ``domain_ttl`` (the kernel no longer asks, so nothing else marks them in use)."""
+        return self.held.domains()
+
+    def domains_changed(self, domains: list[str]) -> None:
+        """The store changed under these domains (another writer, found by the watcher; or a
+        chunk rewritten behind polyfs's back): nodes are resolved again, and the kernel drops
+        the names, attributes and pages it holds of them in every view. Any thread."""
+        self.bump()
+        prefixes = [p for d in domains for p in domain_leaf_paths(d)]
+        if not prefixes:
+            return
+        above: set[str] = set()  # directories that may have lost a domain
+        for p in prefixes:
+            while p:
+                p = p.rpartition("/")[0]
+                above.add(p)
+        inside = tuple(p + "/" for p in prefixes)
+        hit = [e for e in self.inodes.entries()
+               if e.path in above or e.path in prefixes or e.path.startswith(inside)]
+        self.kernel.push_entries(hit)
 
     # -- permissions (access.py has the rules) -------------------------------------
     def _domain_access(self, path: str) -> DomainAccess | None:
@@ -176,18 +253,15 @@ class Operations(pyfuse3.Operations):
             node = child
         return node
 
-    def _attr(self, entry: InodeEntry) -> pyfuse3.EntryAttributes:
-        """Attributes of a node (may compute a file's size: call from a thread)."""
-        return self._node_attr(entry.node, entry.ino, entry.path)
-
-    def _node_attr(self, node: Node, ino: int, path: str = "", acc: Any = _LOOKUP) -> pyfuse3.EntryAttributes:
-        """``acc``: the DomainAccess of ``path``'s domain when the caller knows it (listings)."""
+    def _node_attr(self, node: Node, ino: int, path: str = "", acc: Any = _LOOKUP,
+                   timeout: float | None = None) -> pyfuse3.EntryAttributes:
+        """``acc``: the DomainAccess of ``path``'s domain when the caller knows it (listings);
+        ``timeout``: the kernel's caching time (see ``_timeout``; None: work it out here)."""
         a = pyfuse3.EntryAttributes()
         a.st_ino = ino
         a.generation = 0
-        # files of a domain written through this mount change under the kernel's feet:
-        # it must ask again every time (no attribute or name caching for them)
-        timeout = 0.0 if self.volatile(path) else self.entry_timeout
+        if timeout is None:
+            timeout = self._timeout(path, self._domain_below(None, path))
         a.entry_timeout = timeout
         a.attr_timeout = timeout
         w = 0 if self.read_only else 0o200
@@ -228,11 +302,19 @@ class Operations(pyfuse3.Operations):
         return path, node
 
     def _lookup_sync(self, parent_ino: int, name: str) -> pyfuse3.EntryAttributes:
+        version = self.version
         parent = self.inodes.get(parent_ino)
         path, node = self._child(parent, name)
-        attr = self._node_attr(node, 0, path)  # size first: a failure must not count a lookup
+        domain = self._domain_below(parent, path)
+        timeout = self._timeout(path, domain)
+        attr = self._node_attr(node, 0, path, timeout=timeout)  # size first: a failure must not count a lookup
         entry = self.inodes.remember(path, node)
+        entry.domain = domain
         attr.st_ino = entry.ino
+        if self.version != version:  # views changed meanwhile: what was found may be old already
+            attr.entry_timeout = attr.attr_timeout = 0.0
+        else:
+            self._handed(entry, timeout, name=True)
         return attr
 
     def _cheap_child(self, parent_ino: int, name: str) -> bool:
@@ -262,7 +344,8 @@ class Operations(pyfuse3.Operations):
         text = os.fsdecode(name)
         at = time.time()
         parent = self.inodes.get(parent_inode)
-        await self.permit(parent.path, "read", ctx)  # searching a domain's directory is reading it
+        if self.acl is not None:
+            await self.permit(parent.path, "read", ctx)  # searching a domain's directory is reading it
         if parent.version != self.version:
             await self._refresh(parent)  # a directory re-rendered since: look up in the new one
         try:
@@ -290,6 +373,13 @@ class Operations(pyfuse3.Operations):
         if entry.node.ready() and self._acl_warm(entry.path):
             return self._attr(entry)
         return await self._thread(self._attr, entry)
+
+    def _attr(self, entry: InodeEntry) -> pyfuse3.EntryAttributes:
+        """Attributes of a node (may compute a file's size: call from a thread)."""
+        timeout = self._timeout(entry.path, self._entry_domain(entry))
+        attr = self._node_attr(entry.node, entry.ino, entry.path, timeout=timeout)
+        self._handed(entry, timeout, name=False)
+        return attr
 
     @fuse_errors
     async def access(self, inode: int, mode: int, ctx) -> bool:
@@ -328,7 +418,8 @@ class Operations(pyfuse3.Operations):
         entry = self.inodes.get(inode)
         if not isinstance(entry.node, DirNode):
             raise NotADirectory(entry.path)
-        await self.permit(entry.path, "read", ctx)
+        if self.acl is not None:
+            await self.permit(entry.path, "read", ctx)
         if entry.version != self.version:
             await self._refresh(entry)
         entries = entry.node.entries() if entry.node.ready() else await self._thread(entry.node.entries)
@@ -352,18 +443,24 @@ class Operations(pyfuse3.Operations):
     def _readdir_attrs(self, handle: _DirHandle, start: int, count: int) -> list:
         out = []
         acc: Any = _LOOKUP
-        if self.locator is not None and self.locator.locate(handle.entry.path)[0] is not None:
+        parent = handle.entry
+        inside = self._entry_domain(parent)  # every entry is in the same domain, if any
+        if self.locator is not None and inside:
             try:
-                acc = self._domain_access(handle.entry.path)  # every entry is in the same domain
+                acc = self._domain_access(parent.path)
             except Exception:  # noqa: BLE001 - each entry then reports its own failure below
                 acc = _LOOKUP
+        volatile = self.volatile(parent.path)
         for name, node in handle.names[start:start + count]:
+            path = f"{parent.path}/{name}" if parent.path else name
+            domain = inside or self._domain_below(parent, path)
+            timeout = 0.0 if volatile else self._timeout(path, domain)
             try:
-                attr = self._node_attr(node, 0, self.inodes.child_path(handle.entry, name), acc)
+                attr = self._node_attr(node, 0, path, acc, timeout)
             except Exception as exc:  # an unreadable entry is still listed
-                log.error("cannot stat %s/%s: %s", handle.entry.path, name, exc)
+                log.error("cannot stat %s/%s: %s", parent.path, name, exc)
                 attr = None
-            out.append((name, node, attr))
+            out.append((name, path, node, attr, domain, timeout))
         return out
 
     @fuse_errors
@@ -372,19 +469,26 @@ class Operations(pyfuse3.Operations):
         assert isinstance(handle, _DirHandle)
         pos = start_id
         while pos < len(handle.names):
+            version = self.version
             if handle.ready:
                 batch = self._readdir_attrs(handle, pos, 256)
             else:
                 batch = await self._thread(self._readdir_attrs, handle, pos, 256)
-            for name, node, attr in batch:
+            stale = self.version != version  # views changed meanwhile: nothing of it may be kept
+            for name, path, node, attr, domain, timeout in batch:
                 if attr is None:
                     pos += 1
                     continue
-                entry = self.inodes.remember(self.inodes.child_path(handle.entry, name), node, count_lookup=False)
+                entry = self.inodes.remember(path, node, count_lookup=False)
+                entry.domain = domain
                 attr.st_ino = entry.ino
+                if stale:
+                    attr.entry_timeout = attr.attr_timeout = 0.0
                 if not pyfuse3.readdir_reply(token, os.fsencode(name), attr, pos + 1):
                     return
                 entry.lookups += 1
+                if not stale:
+                    self._handed(entry, timeout, name=True)
                 pos += 1
 
     @fuse_errors
@@ -402,7 +506,7 @@ class Operations(pyfuse3.Operations):
             await self._refresh(entry)  # a domain being written: always the newest layout
         if entry.node.is_dir:
             raise IsADirectory(entry.path)
-        if flags & os.O_ACCMODE != os.O_WRONLY:
+        if flags & os.O_ACCMODE != os.O_WRONLY and self.acl is not None:
             await self.permit(entry.path, "read", ctx)
         if flags & _WRITE_FLAGS:
             await self.permit(entry.path, "update", ctx)
@@ -431,16 +535,26 @@ class Operations(pyfuse3.Operations):
         handle = self._handles[fh]
         if isinstance(handle, WriteHandle):
             return await self._thread(handle.pending.read, off, size)  # may read the view file
+        pieces = None
         if not handle.live:
-            data = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off
-            if data is not None:
-                return data
-        return await self._thread(self.reader.read, handle.vfile, off, size)
+            got = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off
+            if not isinstance(got, list):
+                return got
+            pieces = got  # planned once: the worker thread executes this plan
+        try:
+            return await self._thread(self.reader.read, handle.vfile, off, size, pieces)
+        except ChunkChanged:
+            # the domain's files are re-planned (catalog.chunk_changed): sizes the kernel
+            # holds may be wrong now, for every file of the domain in every view
+            domain = self._entry_domain(handle.entry)
+            if domain:
+                self.domains_changed([domain])
+            raise
 
     @fuse_errors
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
-        if self.writes is not None:
+        if self.writes is not None and isinstance(handle, WriteHandle):
             await self.writes.release_handle(handle)
 
     @fuse_errors
@@ -449,7 +563,9 @@ class Operations(pyfuse3.Operations):
             # nothing is ever written: ENOSYS tells the kernel to stop sending FLUSH at all,
             # which saves every close() of a read-only mount one round trip
             raise pyfuse3.FUSEError(errno.ENOSYS)
-        await self.writes.flush_handle(self._handles.get(fh))
+        handle = self._handles.get(fh)
+        if isinstance(handle, WriteHandle):  # a file opened for reading has nothing to store
+            await self.writes.flush_handle(handle)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:

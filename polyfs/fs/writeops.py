@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -28,6 +27,7 @@ from ..views.root import domain_leaf_paths
 from ..writes.router import Target
 from ..views.base import FileNode, Node
 from .inodes import InodeEntry, InodeTable
+from .kernelcache import KernelNotifier
 from ..reader import Reader
 from ..vfile import VFile
 from .overlay import Overlay, PendingDir, PendingFile, WriteBudget
@@ -61,37 +61,10 @@ class ViewFile:
         return bytes(self.reader.read(self.vfile, off, n))
 
 
-class Invalidator:
-    """Tells the kernel to drop cached pages and attributes, off the FUSE loop
-    (a notification from inside a request handler can deadlock). Requests are
-    coalesced: an inode queued several times is invalidated once."""
-
-    def __init__(self) -> None:
-        self._pending: set[int] = set()
-        self._cond = threading.Condition()
-        self._t = threading.Thread(target=self._run, name="polyfs-invalidate", daemon=True)
-        self._t.start()
-
-    def push(self, inos: list[int]) -> None:
-        with self._cond:
-            self._pending.update(inos)
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending:
-                    self._cond.wait()
-                batch, self._pending = self._pending, set()
-            for ino in batch:
-                try:
-                    pyfuse3.invalidate_inode(ino, attr_only=False)
-                except Exception:  # noqa: BLE001 - the kernel may have forgotten the inode
-                    pass
-
-
 class FsCore(Protocol):
     """What the write side needs of the FUSE operations it serves (operations.py)."""
+
+    kernel: KernelNotifier  # tells the kernel to drop what it caches of changed files
 
     inodes: InodeTable
     reader: Reader
@@ -139,7 +112,6 @@ class WriteSide:
         self._seen: dict[tuple[int, str], dict[int, VFile]] = {}
         self._tgids: dict[int, int] = {}
         self._volatile: tuple[str, ...] = ()  # view paths of domains written through this mount
-        self._invalidator = Invalidator()
 
     # -- helpers ------------------------------------------------------------------------
     def _writable(self, path: str) -> None:
@@ -157,7 +129,7 @@ class WriteSide:
             self._volatile = tuple(sorted(set(self._volatile) | set(prefixes)))
         inos = [e.ino for e in self.inodes.entries()
                 if any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
-        self._invalidator.push(inos)
+        self.fs.kernel.push(inos)
 
     def volatile(self, path: str) -> bool:
         """True for paths of domains written through this mount (kernel caches stay off)."""

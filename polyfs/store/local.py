@@ -21,11 +21,12 @@ import time
 import uuid
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..parallel import Occupancy
 from ..errors import ChunkChanged, NoSpace, NotFound, PreconditionFailed, ReadOnly, StoreError
 from .base import Listing, ObjectInfo, Store, check_key, check_prefix
+from .fdcache import FdCache
 
 _PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-put")  # fsyncs overlap, not queue
 _PUTTING = Occupancy()  # put_many calls under way
@@ -46,6 +47,7 @@ class LocalStore(Store):
             raise NotFound(f"store directory {self.root} does not exist")
         self.url = f"file://{self.root}"
         self.read_only = read_only
+        self._fds = FdCache()  # reads reuse descriptors briefly (fdcache.py has the rules)
 
     # -- helpers ---------------------------------------------------------
     def _path(self, key: str) -> Path:
@@ -71,7 +73,31 @@ class LocalStore(Store):
             return NoSpace(f"{key}: {what}: {text} (store {self.root})")
         return StoreError(f"{key}: {what}: {text}")
 
+    def _replaced(self, *keys: str) -> None:
+        """These objects were just replaced or deleted by this process: reads open them afresh."""
+        self._fds.discard(*keys)
+
     # -- reads -----------------------------------------------------------
+    def _open_fd(self, key: str) -> tuple[int, Any, os.stat_result | None]:
+        """A descriptor of ``key``'s object for reading (from the cache when one is young
+        and its object still linked), the token to hand back to ``_fds.release``, and the
+        descriptor's ``fstat`` when one was needed to tell (None: opened just now)."""
+        while True:
+            try:
+                fd, token, cached = self._fds.acquire(key, lambda: self._path(key))
+            except OSError as exc:
+                raise self._io_error(key, exc) from None
+            if not cached:
+                return fd, token, None
+            try:
+                st: os.stat_result | None = os.fstat(fd)
+            except OSError:
+                st = None
+            if st is not None and st.st_nlink > 0:
+                return fd, token, st
+            self._fds.release(fd, token)  # replaced or deleted since it was opened: look again
+            self._fds.discard(key)
+
     def get(self, key: str) -> bytes:
         try:
             with open(self._path(key), "rb") as f:
@@ -82,14 +108,11 @@ class LocalStore(Store):
     def get_range(self, key: str, start: int, length: int) -> bytes:
         if start < 0 or length < 0:
             raise ValueError("negative range")
-        try:
-            fd = os.open(self._path(key), os.O_RDONLY)
-        except OSError as exc:
-            raise self._io_error(key, exc) from None
+        fd, token, _ = self._open_fd(key)
         try:
             return os.pread(fd, length, start) if length else b""
         finally:
-            os.close(fd)
+            self._fds.release(fd, token)
 
     def read_into(self, key: str, start: int, buf: memoryview, expect_size: int = -1) -> int:
         n = self._read_into(key, start, buf, expect_size, 0)
@@ -105,13 +128,10 @@ class LocalStore(Store):
         return self._read_into(key, start, buf, expect_size, _NOWAIT)
 
     def _read_into(self, key: str, start: int, buf: memoryview, expect_size: int, flags: int) -> int | None:
-        try:
-            fd = os.open(self._path(key), os.O_RDONLY)
-        except OSError as exc:
-            raise self._io_error(key, exc) from None
+        fd, token, st = self._open_fd(key)
         try:
             if expect_size >= 0:
-                size = os.fstat(fd).st_size
+                size = (st or os.fstat(fd)).st_size
                 if size != expect_size:
                     raise ChunkChanged(f"stored object {key} is {size} bytes, listed as {expect_size}")
             done = 0
@@ -130,17 +150,14 @@ class LocalStore(Store):
                 done += n
             return done
         finally:
-            os.close(fd)
+            self._fds.release(fd, token)
 
     def get_ranges(self, key: str, ranges) -> list[bytes]:
-        try:
-            fd = os.open(self._path(key), os.O_RDONLY)
-        except OSError as exc:
-            raise self._io_error(key, exc) from None
+        fd, token, _ = self._open_fd(key)
         try:
             return [os.pread(fd, n, s) if n else b"" for s, n in ranges]
         finally:
-            os.close(fd)
+            self._fds.release(fd, token)
 
     def head(self, key: str) -> ObjectInfo:
         try:
@@ -163,6 +180,7 @@ class LocalStore(Store):
                 tmp.unlink(missing_ok=True)
                 self._prune(path.parent)
                 raise
+            self._replaced(key)
             self._fsync_dir(path.parent)
         except OSError as exc:
             raise self._write_error(key, "cannot write", exc) from None
@@ -256,6 +274,7 @@ class LocalStore(Store):
                 raise failure
             for (key, _), tmp in zip(items, temps):
                 os.replace(tmp, self._path(key))  # type: ignore[arg-type]
+            self._replaced(*(key for key, _ in items))
             for parent in {self._path(key).parent for key, _ in items}:
                 self._fsync_dir(parent)
         except OSError as exc:
@@ -326,6 +345,7 @@ class LocalStore(Store):
             return
         except OSError as exc:
             raise self._write_error(key, "cannot delete", exc) from None
+        self._replaced(key)
         self._prune(path.parent)  # directories left empty, up to (not including) the root
 
     def delete_prefix(self, prefix: str) -> int:

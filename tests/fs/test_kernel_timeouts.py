@@ -1,0 +1,171 @@
+"""Tier 2: what the operations let the kernel cache, and what they tell it to drop
+(fs/kernelcache.py), awaited directly; pyfuse3's notifications are recorded, not sent.
+Also: one read plan per request (reader.py)."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pyfuse3
+import pytest
+import trio
+
+from polyfs import config as config_mod
+from polyfs.codecs.registry import ZSTD, Filter
+from polyfs.daemon import build_operations
+from polyfs.fs.inodes import ROOT_INODE
+from polyfs.model import types as T
+from polyfs.model.catalog import Catalog
+from polyfs.model.editor import DomainEditor
+from polyfs.model.schema import Shape
+from polyfs.model.writer import DomainWriter
+from polyfs.store import open_store
+from polyfs.vfile import VFile
+
+
+class Ctx:
+    uid = os.getuid()
+    gid = os.getgid()
+    pid = os.getpid()
+    umask = 0o022
+
+
+@pytest.fixture
+def store(tmp_path):
+    root = tmp_path / "store"
+    cat = Catalog(open_store(str(root), create=True))
+    with DomainWriter(cat, "/k.h5") as w:
+        for name in "ab":
+            ds = w.add_dataset(w.root, name, T.IntType(2, False, ">"), Shape("simple", (32,)), (16,),
+                               [Filter(ZSTD, (3,))])
+            for c in range(2):
+                stored, _ = w.encode_chunk(ds, np.full(16, c, ">u2"))
+                w.write_chunk(ds, (c,), stored)
+    return root
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The notifications the operations send, instead of sending them."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(pyfuse3, "invalidate_entry", lambda p, name, *a: calls.append(("entry", p, name)))
+    monkeypatch.setattr(pyfuse3, "invalidate_inode", lambda ino, *a: calls.append(("inode", ino)))
+    return calls
+
+
+def make(store, **opts):
+    cfg = config_mod.MountConfig(store=str(store), mountpoint="/nonexistent", **opts)
+    return build_operations(cfg)
+
+
+def walk(ops, *names: str) -> list:
+    async def go():
+        ino, out = ROOT_INODE, []
+        for n in names:
+            attr = await ops.lookup(ino, n.encode(), Ctx())
+            out.append(attr)
+            ino = attr.st_ino
+        return out
+    return trio.run(go)
+
+
+def test_timeouts_long_in_domains_short_above_them_and_zero_for_written_ones(store):
+    ops = make(store, domain_ttl=0.0, read_only=True)  # no watcher thread here
+    view, leaf, arr, meta = walk(ops, "n5", "k.n5", "a", "attributes.json")
+    assert ops.entry_timeout == 60.0  # the documented default
+    assert (view.entry_timeout, view.attr_timeout) == (60.0, 60.0)  # domain_ttl 0: no list timer either
+    for a in (leaf, arr, meta):
+        assert (a.entry_timeout, a.attr_timeout) == (60.0, 60.0)
+    assert ops.kernel_domains() == ["/k.h5"]
+
+    ops = make(store, domain_ttl=2.0)
+    view, leaf, arr = walk(ops, "n5", "k.n5", "a")
+    assert view.entry_timeout == 2.0 and leaf.entry_timeout == 60.0  # the domain list is re-read every 2 s
+    assert trio.run(ops.getattr, arr.st_ino, None).attr_timeout == 60.0
+    ops.writes._volatile = ("n5/k.n5",)  # as after a write through the mount (writeops.WriteSide)
+    assert trio.run(ops.getattr, arr.st_ino, None).attr_timeout == 0.0
+    assert walk(ops, "n5", "k.n5", "b")[2].entry_timeout == 0.0
+
+
+def test_shared_stores_never_cache_past_domain_ttl(store):
+    ops = make(store, domain_ttl=3.0, entry_timeout=60.0)
+    assert ops.entry_timeout == 60.0
+    from polyfs import daemon
+
+    class Shared:  # what build_operations sees of an s3:// store
+        url = "s3://bucket/x"
+
+        def __getattr__(self, name):
+            return getattr(local, name)
+
+    local = open_store(str(store))
+    cfg = config_mod.MountConfig(store=str(store), mountpoint="/nonexistent", domain_ttl=3.0)
+    ops = daemon.build_operations(cfg, store=Shared())
+    assert ops.entry_timeout == 3.0
+
+
+def test_a_domain_change_drops_every_name_the_kernel_holds_of_it(store, sent):
+    ops = make(store, domain_ttl=0.0, read_only=True)
+    n5, leaf, arr, meta = walk(ops, "n5", "k.n5", "a", "attributes.json")
+    z, zleaf = walk(ops, "zarr", "k.zarr")
+    ops.domains_changed(["/k.h5"])
+    assert ops.kernel.idle()
+    entries = {(c[1], c[2]) for c in sent if c[0] == "entry"}
+    inodes = {c[1] for c in sent if c[0] == "inode"}
+    assert {(n5.st_ino, b"k.n5"), (leaf.st_ino, b"a"), (arr.st_ino, b"attributes.json"),
+            (z.st_ino, b"k.zarr")} <= entries  # every view; the leaf in its parent too
+    assert {leaf.st_ino, arr.st_ino, meta.st_ino, zleaf.st_ino} <= inodes
+    sent.clear()
+    ops.domains_changed(["/k.h5"])  # nothing handed out since: nothing left to drop
+    assert ops.kernel.idle() and not [c for c in sent if c[0] == "entry"]
+
+
+def test_the_watcher_finds_another_writers_change_and_drops_the_names(store, sent):
+    ops = make(store, domain_ttl=0.3, read_only=True)
+    _, leaf, b = walk(ops, "n5", "k.n5", "b")
+    time.sleep(1.0)  # several watcher passes: the domain stays in use while the kernel holds it
+    assert not sent
+    DomainEditor(Catalog(open_store(str(store)))).delete("/k.h5", "b")  # another process
+    deadline = time.monotonic() + 5
+    while ("entry", leaf.st_ino, b"b") not in sent:
+        assert time.monotonic() < deadline, sent
+        time.sleep(0.05)
+    assert ("inode", b.st_ino) in sent
+
+
+def drop_page_cache(root) -> None:
+    """The stored chunks out of the page cache: a read must go to a worker thread."""
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def test_one_plan_per_read_request(store, monkeypatch):
+    ops = make(store, domain_ttl=0.0, read_only=True)
+    *_, block = walk(ops, "n5", "k.n5", "a", "1")
+    plans = []
+    real = VFile.plan
+    monkeypatch.setattr(VFile, "plan", lambda self, off, size: plans.append((off, size)) or real(self, off, size))
+
+    async def go():
+        fi = await ops.open(block.st_ino, os.O_RDONLY, Ctx())
+        drop_page_cache(store / "db")
+        data = await ops.read(fi.fh, 0, 1 << 20)
+        await ops.release(fi.fh)
+        return data
+
+    data = trio.run(go)
+    assert len(data) == block.st_size and plans == [(0, 1 << 20)]
+    vfile = ops.inodes.get(block.st_ino).served
+    drop_page_cache(store / "db")
+    got = ops.reader.read_nowait(vfile, 0, 64)
+    if isinstance(got, list):  # not page-cached: the plan comes back, for the worker thread
+        assert bytes(ops.reader.read(vfile, 0, 64, got)) == data[:64]
+        assert len(plans) == 2
+    else:  # the kernel kept the pages after all (fadvise is advice)
+        assert bytes(got) == data[:64]
