@@ -39,14 +39,16 @@ class KernelHeld:
     def note(self, domain: str | None, until: float) -> None:
         """``domain``: a domain path; None or "" (above every domain) are not noted."""
         if domain and self._until.get(domain, 0.0) < until:
-            self._until[domain] = until  # a dict store: cheap enough for every reply
+            with self._lock:  # against domains() forgetting it between its look and its pop
+                if self._until.get(domain, 0.0) < until:
+                    self._until[domain] = until
 
     def domains(self) -> list[str]:
         """The domains still held now (expired ones are forgotten)."""
         now = time.monotonic()
         with self._lock:
-            for d in [d for d, t in list(self._until.items()) if t <= now]:
-                self._until.pop(d, None)
+            for d in [d for d, t in self._until.items() if t <= now]:
+                del self._until[d]
             return list(self._until)
 
 

@@ -49,6 +49,7 @@ class _DirHandle:
     entry: InodeEntry
     names: list[tuple[str, Node]]
     ready: bool = False  # every entry's attributes are cheap (no thread needed)
+    version: int = 0  # the views ``names`` were resolved from
 
 
 @dataclass
@@ -155,15 +156,18 @@ class Operations(pyfuse3.Operations):
             entry.domain = self._domain_below(None, entry.path)
         return entry.domain
 
-    def _timeout(self, path: str, domain: str) -> float:
+    def _timeout(self, path: str, domain: str, node: Node | None = None) -> float:
         """How long the kernel may keep a name and its attributes: 0 in domains written
-        through this mount, the domain list's time above domains, else ``entry_timeout``."""
-        if self.volatile(path):
+        through this mount and for files and directories being made (not stored yet, or
+        refused), the domain list's time above domains, else ``entry_timeout``."""
+        if self.volatile(path) or isinstance(node, (PendingFile, PendingDir)):
             return 0.0
         return self.entry_timeout if domain else self.tree_timeout
 
-    def _handed(self, entry: InodeEntry, timeout: float, name: bool) -> None:
-        """Note that the kernel got ``entry``'s attributes (and its name) for ``timeout`` s."""
+    def _handed(self, entry: InodeEntry, timeout: float, name: bool, since: int) -> None:
+        """Note that the kernel got ``entry``'s attributes (and its name) for ``timeout`` s,
+        computed from nodes of view version ``since``. If the views changed meanwhile, a push
+        of that change may have missed this entry (it was not held yet): push it now."""
         if timeout <= 0:
             return
         until = time.monotonic() + timeout
@@ -171,6 +175,8 @@ class Operations(pyfuse3.Operations):
         if name:
             entry.name_until = until
         self.held.note(entry.domain, until)
+        if self.version != since:
+            self.kernel.push_entries([entry])
 
     def kernel_domains(self) -> list[str]:
         """Domains the kernel may answer for from its caches now: the watcher re-reads them
@@ -302,11 +308,11 @@ class Operations(pyfuse3.Operations):
         return path, node
 
     def _lookup_sync(self, parent_ino: int, name: str) -> pyfuse3.EntryAttributes:
-        version = self.version
         parent = self.inodes.get(parent_ino)
+        version = parent.version  # the views its node was resolved from
         path, node = self._child(parent, name)
         domain = self._domain_below(parent, path)
-        timeout = self._timeout(path, domain)
+        timeout = self._timeout(path, domain, node)
         attr = self._node_attr(node, 0, path, timeout=timeout)  # size first: a failure must not count a lookup
         entry = self.inodes.remember(path, node)
         entry.domain = domain
@@ -314,7 +320,7 @@ class Operations(pyfuse3.Operations):
         if self.version != version:  # views changed meanwhile: what was found may be old already
             attr.entry_timeout = attr.attr_timeout = 0.0
         else:
-            self._handed(entry, timeout, name=True)
+            self._handed(entry, timeout, name=True, since=version)
         return attr
 
     def _cheap_child(self, parent_ino: int, name: str) -> bool:
@@ -376,9 +382,13 @@ class Operations(pyfuse3.Operations):
 
     def _attr(self, entry: InodeEntry) -> pyfuse3.EntryAttributes:
         """Attributes of a node (may compute a file's size: call from a thread)."""
-        timeout = self._timeout(entry.path, self._entry_domain(entry))
+        version = entry.version  # the views its node was resolved from
+        timeout = self._timeout(entry.path, self._entry_domain(entry), entry.node)
         attr = self._node_attr(entry.node, entry.ino, entry.path, timeout=timeout)
-        self._handed(entry, timeout, name=False)
+        if self.version != version:  # views changed meanwhile: what was found may be old already
+            attr.entry_timeout = attr.attr_timeout = 0.0
+        else:
+            self._handed(entry, timeout, name=False, since=version)
         return attr
 
     @fuse_errors
@@ -422,6 +432,7 @@ class Operations(pyfuse3.Operations):
             await self.permit(entry.path, "read", ctx)
         if entry.version != self.version:
             await self._refresh(entry)
+        version = entry.version
         entries = entry.node.entries() if entry.node.ready() else await self._thread(entry.node.entries)
         if self.writes is not None:
             extra = self.writes.overlay.children(entry.path)
@@ -430,7 +441,7 @@ class Operations(pyfuse3.Operations):
                            **{k: v for k, v in entries.items() if not isinstance(extra.get(k), PendingFile)}}
         names = sorted(entries.items())
         ready = all(node.ready() for _, node in names) and self._acl_warm_below(entry, names)
-        return self._new_fh(_DirHandle(entry, names, ready))
+        return self._new_fh(_DirHandle(entry, names, ready, version))
 
     def _acl_warm_below(self, entry: InodeEntry, names: list[tuple[str, Node]]) -> bool:
         """``_acl_warm`` for every entry of a directory (once when the directory is in a domain)."""
@@ -454,7 +465,7 @@ class Operations(pyfuse3.Operations):
         for name, node in handle.names[start:start + count]:
             path = f"{parent.path}/{name}" if parent.path else name
             domain = inside or self._domain_below(parent, path)
-            timeout = 0.0 if volatile else self._timeout(path, domain)
+            timeout = 0.0 if volatile else self._timeout(path, domain, node)
             try:
                 attr = self._node_attr(node, 0, path, acc, timeout)
             except Exception as exc:  # an unreadable entry is still listed
@@ -469,17 +480,20 @@ class Operations(pyfuse3.Operations):
         assert isinstance(handle, _DirHandle)
         pos = start_id
         while pos < len(handle.names):
-            version = self.version
             if handle.ready:
                 batch = self._readdir_attrs(handle, pos, 256)
             else:
                 batch = await self._thread(self._readdir_attrs, handle, pos, 256)
-            stale = self.version != version  # views changed meanwhile: nothing of it may be kept
+            # views changed since the directory was opened: its names may be old already,
+            # so the kernel keeps none of them, and known inodes keep their newer nodes
+            stale = self.version != handle.version
             for name, path, node, attr, domain, timeout in batch:
                 if attr is None:
                     pos += 1
                     continue
-                entry = self.inodes.remember(path, node, count_lookup=False)
+                entry = self.inodes.peek(path) if stale else None
+                if entry is None:
+                    entry = self.inodes.remember(path, node, count_lookup=False)
                 entry.domain = domain
                 attr.st_ino = entry.ino
                 if stale:
@@ -488,7 +502,7 @@ class Operations(pyfuse3.Operations):
                     return
                 entry.lookups += 1
                 if not stale:
-                    self._handed(entry, timeout, name=True)
+                    self._handed(entry, timeout, name=True, since=handle.version)
                 pos += 1
 
     @fuse_errors

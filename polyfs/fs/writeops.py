@@ -117,16 +117,20 @@ class WriteSide:
     def _writable(self, path: str) -> None:
         self.service.router.view_of(path)
 
-    def _changed(self, path: str) -> None:
-        """The store changed under ``path``'s domain: re-resolve nodes, and have the
-        kernel drop what it cached of that domain's files in every view."""
-        self.fs.bump()
+    def _changed(self, path: str, domain: str | None = None) -> None:
+        """The store changed under ``path``'s domain (``domain``, when the caller routed it
+        before the change: a deleted domain no longer routes): re-resolve nodes, and have the
+        kernel drop what it cached of that domain's files in every view. The domain turns
+        volatile before nodes are re-resolved, so no lookup in between is cached for long."""
         try:
-            prefixes = self.service.view_prefixes(path)
-        except Exception:  # noqa: BLE001 - a domain just deleted: nothing cached matters
-            return
-        if not all(p in self._volatile for p in prefixes):
-            self._volatile = tuple(sorted(set(self._volatile) | set(prefixes)))
+            prefixes = set(self.service.view_prefixes(path))
+        except Exception:  # noqa: BLE001 - a domain just deleted: its routed paths follow
+            prefixes = set()
+        if domain:
+            prefixes |= set(domain_leaf_paths(domain))
+        if prefixes and not prefixes.issubset(self._volatile):
+            self._volatile = tuple(sorted(set(self._volatile) | prefixes))
+        self.fs.bump()
         inos = [e.ino for e in self.inodes.entries()
                 if any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
         self.fs.kernel.push(inos)
@@ -379,7 +383,7 @@ class WriteSide:
         self.overlay.drop(path)
         if target.domain is not None and not target.rest:
             self._drop_dirs_of(target, path, here=True)  # the group or array is gone from every view
-        self._changed(path)
+        self._changed(path, target.domain)
 
     def _drop_dirs_of(self, target: Target, path: str, here: bool) -> None:
         """Directories made (mkdir) below an object, in every view that shows it (``here``: also
@@ -419,7 +423,7 @@ class WriteSide:
             if target.domain is not None and isinstance(target.obj, Dataset) and \
                     target.rest == [self.service.ingester(target).meta_name]:
                 self._drop_dirs_of(target, path, here=False)  # no array any more: its chunk dirs elsewhere go
-        self._changed(path)
+        self._changed(path, target.domain)
 
     def _keep_parents(self, t: Target, path: str) -> None:
         """The directories between an array and ``path`` (a chunk file just unlinked, a directory

@@ -252,38 +252,42 @@ class LocalStore(Store):
         for key, _ in items:
             check_key(key)
         temps: list[Path | None] = []
-        failure: OSError | None = None
+        failure: BaseException | None = None
         with _PUTTING.enter() as fan_out:
             if fan_out:  # the fsyncs overlap in the pool; else other calls' do
                 futures = [_PUT_POOL.submit(self._stage, item) for item in items]
                 for f in futures:  # wait for every temp file, so a failure leaves none behind
                     try:
                         temps.append(f.result())
-                    except OSError as exc:
+                    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the cleanup
                         temps.append(None)
                         failure = failure or exc
             else:
                 for item in items:
                     try:
                         temps.append(None if failure else self._stage(item))
-                    except OSError as exc:
+                    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the cleanup
                         temps.append(None)
                         failure = exc
         try:
             if failure is not None:
                 raise failure
-            for (key, _), tmp in zip(items, temps):
-                os.replace(tmp, self._path(key))  # type: ignore[arg-type]
-            self._replaced(*(key for key, _ in items))
+            try:
+                for (key, _), tmp in zip(items, temps):
+                    os.replace(tmp, self._path(key))  # type: ignore[arg-type]
+            finally:
+                self._replaced(*(key for key, _ in items))  # renamed ones are new objects now
             for parent in {self._path(key).parent for key, _ in items}:
                 self._fsync_dir(parent)
-        except OSError as exc:
+        except BaseException as exc:
             for tmp in temps:
                 if tmp is not None:
                     tmp.unlink(missing_ok=True)  # renamed ones are gone already
             for parent in {self._path(key).parent for key, _ in items}:
                 self._prune(parent)  # directories made for objects none of which landed
-            raise self._write_error(f"{items[0][0]}...", f"cannot write {len(items)} objects", exc) from None
+            if isinstance(exc, OSError):
+                raise self._write_error(f"{items[0][0]}...", f"cannot write {len(items)} objects", exc) from None
+            raise
 
     def _stage(self, item: tuple[str, bytes]) -> Path:
         """A durable temp file beside the object's final name. On failure nothing of it

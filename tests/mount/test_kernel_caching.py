@@ -119,6 +119,36 @@ def test_a_change_through_one_view_drops_names_the_kernel_holds_in_the_others(st
     assert gone(n5 / "c/1/1") and gone(m.path / "tiff/k/c.tif")
 
 
+def test_a_domain_deleted_through_the_mount_leaves_every_view_at_once(store, mount_store):
+    """``rm hdf5/k.h5`` deletes the domain: its names the kernel holds in the other views go
+    with it, not when their 60 s run out (the domain no longer routes after the delete)."""
+    m = mount_store(str(store), "domain_ttl=3600")  # no watcher pass: the write path alone must do it
+    cache([m.path / "n5/k.n5/c/0/0", m.path / "zarr/k.zarr/c/zarr.json", m.path / "tiff/k/a.tif"])
+    os.unlink(m.path / "hdf5/k.h5")
+    until(lambda: gone(m.path / "zarr/k.zarr"), within=3.0)
+    for p in ("n5/k.n5/c/0/0", "zarr/k.zarr/c/zarr.json", "tiff/k/a.tif", "n5/k.n5"):
+        assert gone(m.path / p), p
+    assert "k.zarr" not in os.listdir(m.path / "zarr")
+
+
+def test_a_refused_file_is_not_remembered_by_the_kernel(store, mount_store):
+    """A file being written changes under the kernel and may be refused at close: its size
+    is handed out with no caching time, even in a domain nothing was stored into yet, so
+    after the refusal a stat shows the stored file again, not the refused bytes."""
+    m = mount_store(str(store), "domain_ttl=3600")
+    shard = m.path / "zarr/k.zarr/a/c/0/0"
+    size0 = os.stat(shard).st_size
+    with pytest.raises(OSError) as exc:
+        with open(shard, "wb") as f:
+            f.write(b"not a shard" * 7)
+            f.flush()
+            assert os.fstat(f.fileno()).st_size == 77
+            assert os.stat(shard).st_size == 77  # looked up while being written
+    assert exc.value.errno == errno.EINVAL
+    assert os.stat(shard).st_size == size0
+    assert len(shard.read_bytes()) == size0
+
+
 def test_unchanged_files_read_back_from_the_kernel_after_a_change_elsewhere(store, mount_store):
     """Another domain's change leaves this one's cached names and pages alone, and what is
     read is right either way."""

@@ -168,3 +168,24 @@ def test_transcoded_tiles_are_cached_across_opens(monkeypatch):
             np.testing.assert_array_equal(tif.series[0].asarray(), arr)
     finally:
         fs.close()
+
+
+def test_kept_groups_are_bounded_and_forgotten_when_unread():
+    """Groups deflated while sizing wait for the first read only so long: a stat-only walk
+    or a re-planned dataset leaves nothing pinned."""
+    import time
+
+    from polyfs.formats.tiff.tiles import KeptGroups
+
+    kept = KeptGroups(life=0.2)
+    kept.resize(100)
+    kept.put(("tiff-tiles", "d-1", 1, 0, 40), b"a" * 40)
+    kept.put(("tiff-tiles", "d-1", 1, 1, 40), b"b" * 40)
+    kept.put(("tiff-tiles", "d-2", 7, 0, 40), b"c" * 40)  # over capacity: the oldest goes
+    assert kept.used == 80 and kept.take(("tiff-tiles", "d-1", 1, 0, 40)) is None
+    kept.drop_dataset("d-1")  # a new plan of d-1: its old groups can never be read
+    assert kept.used == 40 and kept.take(("tiff-tiles", "d-1", 1, 1, 40)) is None
+    time.sleep(0.3)
+    assert kept.take(("tiff-tiles", "d-2", 7, 0, 40)) is None and kept.used == 0  # expired unread
+    kept.put(("tiff-tiles", "d-2", 8, 0, 40), b"d" * 40)
+    assert kept.take(("tiff-tiles", "d-2", 8, 0, 40)) == b"d" * 40 and kept.used == 0

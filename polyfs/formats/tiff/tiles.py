@@ -44,6 +44,7 @@ import itertools
 import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,7 @@ from ...codecs.pipeline import Pipeline
 from ...errors import NotFound, SchemaError
 from ...model import values
 from ...model.chunks import ChunkIndex
+from ...parallel import bounded_map
 from ...model.schema import Dataset
 from ...vfile import ChunkRun, ProducedPiece, Segment
 from ...views.transcode import fetch_chunk
@@ -475,6 +477,7 @@ class TranscodePlan:
         transcoding them a second time."""
         budget = getattr(getattr(ctx, "options", None), "transcode_cache_bytes", 0) // KEEP_SHARE
         KEPT.resize(budget)
+        KEPT.drop_dataset(self.ds.id)  # groups of an older plan of this dataset: never read now
 
         def one(gid: int) -> tuple[int, list[bytes]]:
             return gid, self.produce_tiles(ctx, gid)
@@ -483,7 +486,9 @@ class TranscodePlan:
             made: Iterable[tuple[int, list[bytes]]] = [one(int(g)) for g in gids]
             return self._sizes(made, budget)
         with ThreadPoolExecutor(MEASURE_THREADS, thread_name_prefix="polyfs-tiff-measure") as pool:
-            return self._sizes(pool.map(one, (int(g) for g in gids)), budget)  # in group order
+            # in group order, a few groups ahead: memory holds a window of tiles, not the file's
+            made = bounded_map(pool, one, (int(g) for g in gids), MEASURE_THREADS * 2)
+            return self._sizes(made, budget)
 
     def _sizes(self, made: Iterable[tuple[int, list[bytes]]], budget: int) -> dict[int, np.ndarray]:
         """Tile sizes of groups made in file order; the first ``budget`` bytes of them kept."""
@@ -547,13 +552,15 @@ class GroupRun(Segment):
 
 class KeptGroups:
     """Deflated groups made while a file was measured, held (bounded, oldest dropped) until
-    the reader's first read of each takes it over into the reader's cache."""
+    the reader's first read of each takes it over into the reader's cache. A group not read
+    within ``life`` seconds (a stat-only walk) or of a re-planned dataset is dropped."""
 
-    def __init__(self) -> None:
-        self._items: OrderedDict[Hashable, bytes] = OrderedDict()
+    def __init__(self, life: float = 60.0) -> None:
+        self._items: OrderedDict[Hashable, tuple[bytes, float]] = OrderedDict()
         self._lock = threading.Lock()
         self.capacity = 0
         self.used = 0
+        self.life = life
 
     def resize(self, capacity: int) -> None:
         with self._lock:
@@ -564,20 +571,28 @@ class KeptGroups:
         with self._lock:
             if len(data) > self.capacity or key in self._items:
                 return
-            self._items[key] = data
+            self._items[key] = (data, time.monotonic())
             self.used += len(data)
             self._trim()
 
     def take(self, key: Hashable) -> bytes | None:
         with self._lock:
-            data = self._items.pop(key, None)
-            if data is not None:
-                self.used -= len(data)
-            return data
+            got = self._items.pop(key, None)
+            if got is not None:
+                self.used -= len(got[0])
+            self._trim()
+            return got[0] if got is not None and got[1] >= time.monotonic() - self.life else None
+
+    def drop_dataset(self, ds_id: str) -> None:
+        """Forget the groups of ``ds_id`` (keys are ``("tiff-tiles", ds_id, ...)``)."""
+        with self._lock:
+            for k in [k for k in self._items if isinstance(k, tuple) and len(k) > 1 and k[1] == ds_id]:
+                self.used -= len(self._items.pop(k)[0])
 
     def _trim(self) -> None:
-        while self.used > self.capacity and self._items:
-            self.used -= len(self._items.popitem(last=False)[1])
+        old = time.monotonic() - self.life
+        while self._items and (self.used > self.capacity or next(iter(self._items.values()))[1] < old):
+            self.used -= len(self._items.popitem(last=False)[1][0])
 
 
 KEEP_SHARE = 4  # measured groups kept for the first read: up to cache_mb / KEEP_SHARE
