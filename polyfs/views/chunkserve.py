@@ -254,13 +254,19 @@ def identity(raw: bytes) -> bytes:
 
 
 # -- chunk-grid directories -------------------------------------------------------------
+SMALL_DIR = 512  # coord_tree: directories of up to this many files are grouped without numpy
 def coord_tree(name: str, coords: np.ndarray, rows: np.ndarray, depth: int,
                make_file: Callable[[str, int], Node], mtime: float | None) -> DirNode:
     """Directories ``i/j/.../k`` for the (lexicographically sorted) file coordinates ``coords[rows]``."""
 
     def load() -> dict[str, Node]:
         col = coords[rows, depth]
-        values_, starts = np.unique(col, return_index=True)
+        if len(rows) <= SMALL_DIR:  # the rows are sorted: runs of one value, found in Python
+            vals = col.tolist()  # (np.unique costs more than that on a few rows: one per directory)
+            starts = [i for i in range(len(vals)) if i == 0 or vals[i] != vals[i - 1]]
+            values_ = [vals[i] for i in starts]
+        else:
+            values_, starts = np.unique(col, return_index=True)
         bounds = list(starts) + [len(rows)]
         out: dict[str, Node] = {}
         last = depth == coords.shape[1] - 1
