@@ -3,6 +3,7 @@ virtual nodes into real files so independent readers (h5py, zarr-python,
 tensorstore, tifffile, ...) can be pointed at them without a FUSE mount."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from polyfs.model.catalog import Catalog
@@ -38,3 +39,15 @@ def materialize(node: Node, dest: Path, reader: Reader) -> Path:
         for name, child in node.entries().items():
             materialize(child, dest / name, reader)
     return dest
+
+
+def drop_page_cache(top: Path | str) -> None:
+    """Have the kernel forget the cached pages of every file below ``top``: the next
+    reads of them go to the disk (or, through a mount, to the daemon)."""
+    for dirpath, _, files in os.walk(top):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)

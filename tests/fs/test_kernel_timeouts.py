@@ -22,6 +22,7 @@ from polyfs.model.schema import Shape
 from polyfs.model.writer import DomainWriter
 from polyfs.store import open_store
 from polyfs.vfile import VFile
+from support import drop_page_cache
 
 
 class Ctx:
@@ -132,17 +133,6 @@ def test_the_watcher_finds_another_writers_change_and_drops_the_names(store, sen
         assert time.monotonic() < deadline, sent
         time.sleep(0.05)
     assert ("inode", b.st_ino) in sent
-
-
-def drop_page_cache(root) -> None:
-    """The stored chunks out of the page cache: a read must go to a worker thread."""
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def test_one_plan_per_read_request(store, monkeypatch):

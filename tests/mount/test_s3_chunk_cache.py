@@ -5,7 +5,6 @@ after a remount, costs no chunk request; a chunk another host rewrites is seen o
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from polyfs.importers import import_source
 from polyfs.store import open_store
 from s3count import CountingProxy
+from support import drop_page_cache
 
 pytestmark = [pytest.mark.mount, pytest.mark.s3]
 
@@ -58,18 +58,6 @@ def read_n5(mnt: Path) -> dict[str, np.ndarray]:
         arr = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(mnt / "n5/c.n5" / name)}}).result()
         out[name] = arr.read().result().transpose()  # N5 lists dims fastest first
     return out
-
-
-def drop_page_cache(top: Path) -> None:
-    """Have the kernel forget the cached pages of every file below ``top``: the next
-    reads reach the daemon."""
-    for dirpath, _, files in os.walk(top):
-        for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def same(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> bool:

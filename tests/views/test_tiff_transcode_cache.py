@@ -90,10 +90,8 @@ def test_copy_free_groups_read_back_with_tifffile(tmp_path):
         np.testing.assert_array_equal(t.series[0].asarray().reshape(arr.shape), arr)
 
 
-def test_measured_groups_serve_the_first_read_within_their_budget(monkeypatch):
-    """tiff_level > 0: the stat deflates every group to size the file; the first groups
-    (up to cache / KEEP_SHARE bytes) are handed to the first read, the rest made again."""
-    arr = volume((32, 64, 64), "<u2")
+def count_productions(monkeypatch) -> list[int]:
+    """The groups ``TranscodePlan.produce_group`` makes from now on, in order."""
     made: list[int] = []
     real = tifftiles.TranscodePlan.produce_group
 
@@ -102,6 +100,14 @@ def test_measured_groups_serve_the_first_read_within_their_budget(monkeypatch):
         return real(self, ctx, gid)
 
     monkeypatch.setattr(tifftiles.TranscodePlan, "produce_group", counted)
+    return made
+
+
+def test_measured_groups_serve_the_first_read_within_their_budget(monkeypatch):
+    """tiff_level > 0: the stat deflates every group to size the file; the first groups
+    (up to cache / KEEP_SHARE bytes) are handed to the first read, the rest made again."""
+    arr = volume((32, 64, 64), "<u2")
+    made = count_productions(monkeypatch)
     monkeypatch.setattr(tifftiles, "KEPT", tifftiles.KeptGroups())
     ctx, reader = make_ctx(open_store("memory://tiff-cache-kept"), tiff_deflate_level=1, transcode_cache_bytes=0)
     write(ctx, "k", arr, U16, (16, 32, 32), [LZ4])
@@ -140,14 +146,7 @@ def test_kept_groups_are_bounded_oldest_first():
 def test_transcoded_tiles_are_cached_across_opens(monkeypatch):
     """A second open of an unchanged transcoded TIFF is served from the reader's cache
     (same layout, same keys): nothing is decoded again, even after another domain changed."""
-    made: list[int] = []
-    real = tifftiles.TranscodePlan.produce_group
-
-    def counted(self, ctx, gid):
-        made.append(gid)
-        return real(self, ctx, gid)
-
-    monkeypatch.setattr(tifftiles.TranscodePlan, "produce_group", counted)
+    made = count_productions(monkeypatch)
     url = "memory://tiff-cache-opens"
     ctx, _ = make_ctx(open_store(url))
     arr = volume((32, 96, 64), "<u2")
