@@ -55,9 +55,9 @@ class KernelHeld:
 class KernelNotifier:
     """Inode and name invalidations, coalesced and sent from one thread.
 
-    ``push(inos)`` is the interface ``writeops.WriteSide`` pushes its inodes through: besides
-    the inode's attributes and pages, its name is dropped when the kernel may still hold it
-    with a long timeout (a name the view no longer has would otherwise stay for that long)."""
+    Besides an inode's attributes and pages, its name is dropped when the kernel may still
+    hold it with a long timeout (a name the view no longer has would otherwise stay for
+    that long)."""
 
     def __init__(self, inodes: InodeTable) -> None:
         self.inodes = inodes
@@ -68,11 +68,6 @@ class KernelNotifier:
         self._busy = False  # a batch is being sent
         self._t = threading.Thread(target=self._run, name="polyfs-kernel-notify", daemon=True)
         self._t.start()
-
-    def push(self, inos: Iterable[int]) -> None:
-        """Drop the kernel's attributes and pages of ``inos``, and their names if it may hold them."""
-        entries = [e for e in (self.inodes.peek_ino(i) for i in inos) if e is not None]
-        self.push_entries(entries, every_inode=True)
 
     def push_entries(self, entries: Iterable[InodeEntry], every_inode: bool = False) -> None:
         """Drop what the kernel may hold of ``entries``: names and attributes handed out with
@@ -123,6 +118,13 @@ class KernelNotifier:
                 self.sent += len(names) + len(inos)
             finally:
                 self._busy = False
+
+
+def entries_below(inodes: InodeTable, prefixes: Iterable[str]) -> list[InodeEntry]:
+    """The known entries at or below any of the view paths ``prefixes``."""
+    exact = set(prefixes)
+    inside = tuple(p + "/" for p in exact)
+    return [e for e in inodes.entries() if e.path in exact or e.path.startswith(inside)]
 
 
 def _quietly(fn: Callable, *args: object) -> None:

@@ -24,7 +24,7 @@ import trio
 from ..errors import AccessDenied, ChunkChanged, IsADirectory, NotADirectory, NotFound, ReadOnly
 from .access import AccessGate, DomainAccess
 from .errmap import fuse_errors
-from .kernelcache import KernelHeld, KernelNotifier
+from .kernelcache import KernelHeld, KernelNotifier, entries_below
 from .overlay import PendingDir, PendingFile
 from .writeops import WriteHandle, WriteSide
 from ..reader import Reader
@@ -196,9 +196,7 @@ class Operations(pyfuse3.Operations):
             while p:
                 p = p.rpartition("/")[0]
                 above.add(p)
-        inside = tuple(p + "/" for p in prefixes)
-        hit = [e for e in self.inodes.entries()
-               if e.path in above or e.path in prefixes or e.path.startswith(inside)]
+        hit = entries_below(self.inodes, prefixes) + [e for e in map(self.inodes.peek, above) if e is not None]
         self.kernel.push_entries(hit)
 
     # -- permissions (access.py has the rules) -------------------------------------

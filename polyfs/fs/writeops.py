@@ -27,7 +27,7 @@ from ..views.root import domain_leaf_paths
 from ..writes.router import Target
 from ..views.base import FileNode, Node
 from .inodes import InodeEntry, InodeTable
-from .kernelcache import KernelNotifier
+from .kernelcache import KernelNotifier, entries_below
 from ..reader import Reader
 from ..vfile import VFile
 from .overlay import Overlay, PendingDir, PendingFile, WriteBudget
@@ -131,9 +131,7 @@ class WriteSide:
         if prefixes and not prefixes.issubset(self._volatile):
             self._volatile = tuple(sorted(set(self._volatile) | prefixes))
         self.fs.bump()
-        inos = [e.ino for e in self.inodes.entries()
-                if any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
-        self.fs.kernel.push(inos)
+        self.fs.kernel.push_entries(entries_below(self.inodes, prefixes), every_inode=True)
 
     def volatile(self, path: str) -> bool:
         """True for paths of domains written through this mount (kernel caches stay off)."""
