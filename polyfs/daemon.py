@@ -278,8 +278,8 @@ def build_operations(cfg: config_mod.MountConfig, store=None):
     return ops
 
 
-def watch_domains(catalog, ttl: float, shared: bool, held: Callable[[], list[str]] | None = None,
-                  changed: Callable[[list[str]], None] | None = None) -> threading.Thread:
+def watch_domains(catalog, ttl: float, shared: bool, held: Callable[[], list[str]],
+                  changed: Callable[[list[str]], None]) -> threading.Thread:
     """Every ``ttl`` seconds, re-read the domains in use, so what other daemons and hosts
     change in the store shows here within ``domain_ttl`` (SEMANTICS.md). ``shared``: an
     object store other hosts write to (their chunk rewrites are picked up as well).
@@ -291,12 +291,12 @@ def watch_domains(catalog, ttl: float, shared: bool, held: Callable[[], list[str
         while True:
             time.sleep(ttl)
             try:
-                for path in held() if held is not None else ():
+                for path in held():
                     catalog.generation(path)  # in use: re-read below
                 paths = catalog.refresh_used(chunks_too=shared)
                 for path in paths:
                     log.info("domain %s was changed by another writer: re-read", path)
-                if paths and changed is not None:
+                if paths:
                     changed(paths)
             except Exception as exc:  # noqa: BLE001 - the next pass tries again
                 log.warning("re-reading domains failed: %s", one_line(exc))
