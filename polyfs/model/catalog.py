@@ -171,7 +171,8 @@ class Catalog:
                 return self._load_once(path)
             except _Missing as exc:
                 last = exc
-                time.sleep(0.05 * (attempt + 1))
+                if attempt < 2:
+                    time.sleep(0.05 * (attempt + 1))
         raise NotFound(str(last)) from None
 
     def _load_once(self, path: str) -> DomainModel:

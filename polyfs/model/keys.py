@@ -139,7 +139,7 @@ def derived_prefixes(root_id: str) -> list[str]:
 
 def is_chunk_key(key: str) -> bool:
     """Whether ``key`` names a chunk object (``db/<uuid1>/d/<uuid2>/<i>_<j>_<k>``)."""
-    return dataset_of_chunk_key(key) is not None and parse_chunk_name(key.rsplit("/", 1)[1]) is not None
+    return dataset_of_chunk_key(key) is not None and _CHUNK_RE.match(key.rsplit("/", 1)[1]) is not None
 
 
 def dataset_of_chunk_key(key: str) -> str | None:

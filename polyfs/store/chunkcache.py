@@ -193,18 +193,6 @@ class ChunkCacheStore(Store):
     def list_dir(self, prefix: str = "") -> Listing:
         return self.inner.list_dir(prefix)
 
-    def list_records(self, prefixes: Sequence[str]) -> dict[str, bytes]:
-        return self.inner.list_records(prefixes)
-
-    def dir_token(self, prefix: str) -> tuple[str, float] | None:
-        return self.inner.dir_token(prefix)
-
-    def write_refusal(self) -> str | None:
-        return self.inner.write_refusal()
-
-    def exists(self, key: str) -> bool:
-        return self.inner.exists(key)
-
     def __getattr__(self, name: str) -> object:
         # Backend-specific extras (conditional metadata writes...) reach the inner store.
         if name == "inner":
@@ -306,15 +294,15 @@ class ChunkCacheStore(Store):
             self.inner.put(key, data)
             return
         epoch = self._note_write(key)
-        result = self.inner.put(key, data)
-        self._keep_written(key, data, result, epoch)
+        self.inner.put(key, data)
+        self._keep_written(key, data, epoch)
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         epochs = {key: self._note_write(key) for key, _ in items if is_chunk_key(key)}
         self.inner.put_many(items)
         for key, data in items:
             if key in epochs:
-                self._keep_written(key, data, None, epochs[key])
+                self._keep_written(key, data, epochs[key])
 
     def put_if(self, key: str, data: bytes, tag: str | None) -> str:
         """Conditional writes are for metadata; should one name a chunk, its entry goes."""
@@ -353,11 +341,11 @@ class ChunkCacheStore(Store):
         """(lock held) Whether a write of ``key`` began after a fetch noted ``epoch``."""
         return epoch < self._floor or self._written.get(key, -1) > epoch
 
-    def _keep_written(self, key: str, data: Buffer, result: object, epoch: int) -> None:
+    def _keep_written(self, key: str, data: Buffer, epoch: int) -> None:
         if len(data) > self.max_object:
             return
         try:
-            tag = self._versions.tag_of_put(key, data, result)
+            tag = self._versions.tag_of_put(key, data)
         except PolyfsError as exc:
             log.debug("chunk cache: no tag for %s after writing it: %s", key, exc)
             return

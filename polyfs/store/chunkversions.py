@@ -36,8 +36,8 @@ class Versions(Protocol):
     def fetch_if_changed(self, key: str, tag: str) -> Fetched | None:
         """None when the object's tag is still ``tag``, else the new object; raises NotFound."""
 
-    def tag_of_put(self, key: str, data: Buffer, result: object) -> str | None:
-        """The tag the store gave ``data`` just written (``result``: what put returned)."""
+    def tag_of_put(self, key: str, data: Buffer) -> str | None:
+        """The tag the store gave ``data`` just written."""
 
     def tag_of(self, info: ObjectInfo) -> str | None:
         """The tag a listing or head entry shows (None: it shows none)."""
@@ -54,8 +54,7 @@ class GenericVersions:
     def tag(info: ObjectInfo) -> str:
         return info.etag or f"{info.size}:{info.mtime!r}"
 
-    def tag_of(self, info: ObjectInfo) -> str | None:
-        return self.tag(info)
+    tag_of = tag
 
     def fetch(self, key: str) -> Fetched:
         data: bytes = b""
@@ -69,9 +68,7 @@ class GenericVersions:
     def fetch_if_changed(self, key: str, tag: str) -> Fetched | None:
         return None if self.tag(self.inner.head(key)) == tag else self.fetch(key)
 
-    def tag_of_put(self, key: str, data: Buffer, result: object) -> str | None:
-        if isinstance(result, str):
-            return result
+    def tag_of_put(self, key: str, data: Buffer) -> str | None:
         return self.tag(self.inner.head(key))
 
 
@@ -94,9 +91,7 @@ class TaggedVersions:
         got = self.inner.get_if_changed(key, tag)
         return None if got is None else Fetched(got[0], got[1] or None)
 
-    def tag_of_put(self, key: str, data: Buffer, result: object) -> str | None:
-        if isinstance(result, str):
-            return result
+    def tag_of_put(self, key: str, data: Buffer) -> str | None:
         # S3's ETag of a single-part PUT is the MD5 of the body. Should the store differ
         # (SSE-KMS), the first revalidation finds another tag and fetches once: a guess
         # can cost a transfer, never serve wrong bytes.

@@ -117,12 +117,6 @@ class FdCache:
                 if s is not None:
                     self._drop(name, s)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._epoch += 1
-            for path, s in list(self._slots.items()):
-                self._drop(path, s)
-
     def __len__(self) -> int:
         return len(self._slots)
 

@@ -315,12 +315,8 @@ class S3Store(Store):
         def once() -> list[ObjectInfo]:
             # Collected whole, so a retry after a failed page cannot yield an object twice.
             out = []
-            for batch in _obstore().list(self._s, base or None, chunk_size=1000):
-                for meta in batch:
-                    path = meta["path"]
-                    if path.startswith(prefix):
-                        out.append(ObjectInfo(path, int(meta["size"]), meta["last_modified"].timestamp(),
-                                              meta.get("e_tag")))
+            for batch in _obstore().list(self._s, base or None, chunk_size=_PAGE):
+                out.extend(_info(meta) for meta in batch if meta["path"].startswith(prefix))
             return out
 
         yield from self._call("LIST", prefix or "/", once)
@@ -334,7 +330,7 @@ class S3Store(Store):
         prefixes = tuple(sorted(p.rstrip("/") + "/" for p in res["common_prefixes"]))
         objects = tuple(
             sorted(
-                (ObjectInfo(m["path"], int(m["size"]), m["last_modified"].timestamp(), m.get("e_tag")) for m in res["objects"]),
+                (_info(m) for m in res["objects"]),
                 key=lambda o: o.key,
             )
         )
@@ -352,7 +348,7 @@ class S3Store(Store):
 
     def _child_records(self, prefix: str) -> bytes:
         check_prefix(prefix)
-        first = self._call("LIST", prefix or "/", lambda: self._list_page(prefix, None))
+        first = self._call("LIST", prefix or "/", lambda: self._list_page(prefix))
         if len(first) < _PAGE:
             return child_records(prefix, first)
         # More than a page: chunk names start with a digit, so ten ranges split the key
@@ -367,8 +363,8 @@ class S3Store(Store):
             found.update((o.key, o) for o in part)
         return child_records(prefix, [found[k] for k in sorted(found)])
 
-    def _list_page(self, prefix: str, offset: str | None) -> list[ObjectInfo]:
-        stream = _obstore().list(self._s, prefix.rstrip("/") or None, offset=offset, chunk_size=_PAGE)
+    def _list_page(self, prefix: str) -> list[ObjectInfo]:
+        stream = _obstore().list(self._s, prefix.rstrip("/") or None, chunk_size=_PAGE)
         for batch in stream:
             return [_info(m) for m in batch]
         return []
