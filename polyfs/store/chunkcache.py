@@ -284,8 +284,7 @@ class ChunkCacheStore(Store):
             return None  # would block, or the threaded path reports it
         finally:
             os.close(fd)
-        if n is not None:
-            self.stats.hits += 1
+        self.stats.hits += 1
         return n
 
     # -- writes (write-through) -------------------------------------------------------
