@@ -37,6 +37,7 @@ from .writer import DomainWriter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+G = TypeVar("G", Group, Dataset)
 SWAP_ATTEMPTS = 12  # lost races in a row before the writer is told to try again (EAGAIN)
 
 
@@ -150,12 +151,12 @@ class DomainEditor:
         g.last_modified = now()
         return g
 
-    def create_group(self, path: str, h5path: str, implicit: bool = False) -> Group:
-        """``implicit``: made by ``mkdir`` alone; views that need metadata to call a
-        directory a group (Zarr, N5) hide its metadata file while it stays empty."""
+    def _create_linked(self, path: str, h5path: str, make: Callable[[DomainModel, float], G]) -> G:
+        """A new object ``make(model, time)`` written, then linked at ``h5path`` (first the
+        object, then the link to it), under the domain's lock and retried on a lost swap."""
         mine: list[str] = []  # ids made by earlier attempts (on S3 one may have landed unacknowledged)
 
-        def op() -> Group:
+        def op() -> G:
             model = self.model(path)
             parent, name = self._parent(model, h5path)
             if name in parent.links:
@@ -163,55 +164,47 @@ class DomainEditor:
                     return model.get(parent.links[name].id)  # type: ignore[return-value]
                 raise AlreadyExists(f"{model.path}:{h5path} already exists")
             t = now()
-            g = Group(ids.new_id("g", model.domain.root), model.domain.root, created=t, last_modified=t)
-            mine.append(g.id)
-            if implicit:
-                g.extra["polyfs"] = {"implicit": True}
+            obj = make(model, t)
+            mine.append(obj.id)
             w = _Writes(self.catalog, model)
-            w.create(g)  # first the object, then the link to it
-            p = self._linked(parent, name, Link(name, "hard", id=g.id, created=t))
+            w.create(obj)
+            p = self._linked(parent, name, Link(name, "hard", id=obj.id, created=t))
             w.swap(p)
-            self._install(model, [g, p], tags=w.tags)
-            return g
+            self._install(model, [obj, p], tags=w.tags)
+            return obj
 
         return self._retrying(path, op)
+
+    def create_group(self, path: str, h5path: str, implicit: bool = False) -> Group:
+        """``implicit``: made by ``mkdir`` alone; views that need metadata to call a
+        directory a group (Zarr, N5) hide its metadata file while it stays empty."""
+        def make(model: DomainModel, t: float) -> Group:
+            g = Group(ids.new_id("g", model.domain.root), model.domain.root, created=t, last_modified=t)
+            if implicit:
+                g.extra["polyfs"] = {"implicit": True}
+            return g
+
+        return self._create_linked(path, h5path, make)
 
     def create_dataset(self, path: str, h5path: str, dtype: DType, dims: Sequence[int],
                        chunks: Sequence[int], filters: Sequence[Filter], fill_value: Any = None,
                        attributes: dict[str, Attribute] | None = None, view_hints: dict | None = None) -> Dataset:
         """A chunked dataset, resizable without limit along every dimension."""
-        mine: list[str] = []  # ids made by earlier attempts (on S3 one may have landed unacknowledged)
+        dims_ = tuple(int(d) for d in dims)
+        chunks_ = tuple(int(c) for c in chunks)
+        if len(chunks_) != len(dims_) or any(c <= 0 for c in chunks_) or any(d < 0 for d in dims_):
+            raise InvalidInput(f"chunk shape {list(chunks_)} does not fit shape {list(dims_)}")
+        pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks_)
+        pipeline._check()
+        props: dict[str, Any] = {"polyfs": dict(view_hints)} if view_hints else {}
+        shape = Shape("simple", dims_, tuple(UNLIMITED for _ in dims_)) if dims_ else Shape("scalar")
 
-        def op() -> Dataset:
-            model = self.model(path)
-            parent, name = self._parent(model, h5path)
-            if name in parent.links:
-                if parent.links[name].id in mine:
-                    return model.get(parent.links[name].id)  # type: ignore[return-value]
-                raise AlreadyExists(f"{model.path}:{h5path} already exists")
-            dims_ = tuple(int(d) for d in dims)
-            chunks_ = tuple(int(c) for c in chunks)
-            if len(chunks_) != len(dims_) or any(c <= 0 for c in chunks_) or any(d < 0 for d in dims_):
-                raise InvalidInput(f"chunk shape {list(chunks_)} does not fit shape {list(dims_)}")
-            pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks_)
-            pipeline._check()
-            t = now()
-            props: dict[str, Any] = {}
-            if view_hints:
-                props["polyfs"] = dict(view_hints)
-            shape = Shape("simple", dims_, tuple(UNLIMITED for _ in dims_)) if dims_ else Shape("scalar")
-            ds = Dataset(ids.new_id("d", model.domain.root), model.domain.root, dtype, shape,
-                         chunks_ if dims_ else (), "H5D_CHUNKED" if dims_ else "H5D_CONTIGUOUS",
-                         pipeline.to_json(), fill_value, dict(attributes or {}), props, t, t)
-            mine.append(ds.id)
-            w = _Writes(self.catalog, model)
-            w.create(ds)
-            p = self._linked(parent, name, Link(name, "hard", id=ds.id, created=t))
-            w.swap(p)
-            self._install(model, [ds, p], tags=w.tags)
-            return ds
+        def make(model: DomainModel, t: float) -> Dataset:
+            return Dataset(ids.new_id("d", model.domain.root), model.domain.root, dtype, shape,
+                           chunks_ if dims_ else (), "H5D_CHUNKED" if dims_ else "H5D_CONTIGUOUS",
+                           pipeline.to_json(), fill_value, dict(attributes or {}), props, t, t)
 
-        return self._retrying(path, op)
+        return self._create_linked(path, h5path, make)
 
     def apply(self, path: str, change: ObjectChange) -> None:
         """Apply everything ``change`` asks of one object: validated first, then one JSON write,
