@@ -637,4 +637,16 @@ class Operations(pyfuse3.Operations):
     async def _refuse(self, *args: Any) -> Any:
         raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)
 
-    mknod = symlink = setxattr = removexattr = _refuse
+    mknod = symlink = _refuse
+
+    @fuse_errors
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx) -> None:
+        """No extended attributes are kept: ENOTSUP, which ``cp -a``, ``cp -p`` and ``mv``
+        (copying ACLs and ``user.*`` attributes) take as "not supported here" and skip."""
+        self.inodes.get(inode)
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.ENOTSUP)
+
+    @fuse_errors
+    async def removexattr(self, inode: int, name: bytes, ctx) -> None:
+        self.inodes.get(inode)
+        raise pyfuse3.FUSEError(errno.EROFS if self.read_only else pyfuse3.ENOATTR)

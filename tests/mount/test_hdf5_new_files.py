@@ -204,6 +204,33 @@ def test_cp_of_an_hdf5_file_into_the_view_imports_it(mount_store, empty_store, t
     np.testing.assert_array_equal(model_array(store, "/copied.h5", "a/b"), data)
 
 
+def test_cp_a_and_mv_into_the_view_succeed_quietly(mount_store, empty_store, tmp_path):
+    """``cp -a`` and ``mv`` copy ACLs and xattrs: the mount answers ENOTSUP, which they skip."""
+    store = empty_store
+    m = mount_store(str(store))
+    local = tmp_path / "kept.h5"
+    data = np.arange(60, dtype="<i2").reshape(6, 10)
+    with h5py.File(local, "w") as f:
+        f.create_dataset("d", data=data, chunks=(3, 5))
+    if _user_xattrs(tmp_path):
+        os.setxattr(local, "user.origin", b"lab")
+    res = subprocess.run(["cp", "-a", str(local), str(m.path / "hdf5" / "a.h5")], capture_output=True, text=True)
+    assert res.returncode == 0 and not res.stderr, res.stderr
+    res = subprocess.run(["mv", str(local), str(m.path / "hdf5" / "b.h5")], capture_output=True, text=True)
+    assert res.returncode == 0 and not res.stderr, res.stderr
+    for name in ("a.h5", "b.h5"):
+        np.testing.assert_array_equal(model_array(store, f"/{name}", "d"), data)
+
+
+def _user_xattrs(path) -> bool:
+    try:
+        os.setxattr(path, "user.probe", b"1")
+        os.removexattr(path, "user.probe")
+        return True
+    except OSError:
+        return False
+
+
 def test_netcdf4_a_adds_variables_dimensions_and_attributes(mount_store, empty_store):
     """netCDF4 ``"a"`` on a view file: new dimensions (dimension scales with references between
     datasets), variables and attributes land in the store and read back through netCDF4."""
