@@ -182,6 +182,11 @@ def load(args: Any, environ: dict[str, str] | None = None) -> MountConfig:
         raise InvalidInput(f"option cache_gb: must be >= 0, got {cfg.cache_gb}")
     if not 0 <= cfg.max_background <= 65535:
         raise InvalidInput(f"option max_background: must be 0..65535, got {cfg.max_background}")
-    if cfg.cache_dir:
-        cfg.cache_dir = os.path.abspath(cfg.cache_dir)  # the daemon changes to / before using it
+    # the daemon changes to / before using any of these: relative paths mean the caller's
+    if "://" not in cfg.store:
+        cfg.store = os.path.abspath(cfg.store)
+    cfg.mountpoint = os.path.abspath(cfg.mountpoint)
+    for name in ("cache_dir", "scratch_dir", "log_file"):
+        if getattr(cfg, name):
+            setattr(cfg, name, os.path.abspath(getattr(cfg, name)))
     return cfg

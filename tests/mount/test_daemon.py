@@ -127,6 +127,21 @@ def test_max_background_is_raised_through_fusectl(mount_store, store_dir, tmp_pa
     assert res.returncode != 0 and "max_background" in res.stderr
 
 
+def test_relative_paths_mount_in_the_background(store_dir, tmp_path):
+    """The daemon changes to / after forking: relative store, mountpoint and log file
+    paths mean the caller's working directory."""
+    (tmp_path / "mp").mkdir()
+    shutil.copytree(store_dir, tmp_path / "st")
+    res = subprocess.run(polyfs_cmd("mount", "st", "mp", "--log-file", "daemon.log"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    try:
+        assert res.returncode == 0, res.stderr
+        assert sorted(os.listdir(tmp_path / "mp")) and (tmp_path / "daemon.log").exists()
+    finally:
+        polyfs("umount", str(tmp_path / "mp"))
+    assert not is_mounted(tmp_path / "mp")
+
+
 def test_no_dev_fuse(store_dir, tmp_path):
     if not shutil.which("unshare") or os.geteuid() != 0:
         pytest.skip("needs unshare and root")

@@ -65,3 +65,13 @@ def test_mount_helper_command_line():
     assert helper_parse(["/srv/s", "/mnt/x", "-o", "rw,allow_other", "-n"]) == \
         (["mount", "/srv/s", "/mnt/x", "-o", "rw,allow_other"], False)
     assert helper_parse(["/srv/s", "/mnt/x", "-f", "-t", "fuse.polyfs"])[1] is True
+
+
+def test_relative_paths_are_made_absolute_before_the_daemon_forks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = config.load(args(store="st", mountpoint="mp", log_file="d.log",
+                           options=["scratch_dir=scratch,cache_dir=cache"]), environ={})
+    assert (cfg.store, cfg.mountpoint, cfg.log_file) == (str(tmp_path / "st"), str(tmp_path / "mp"),
+                                                         str(tmp_path / "d.log"))
+    assert (cfg.scratch_dir, cfg.cache_dir) == (str(tmp_path / "scratch"), str(tmp_path / "cache"))
+    assert config.load(args(store="s3://b/p", mountpoint="/mnt/x"), environ={}).store == "s3://b/p"
