@@ -577,7 +577,7 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOSYS)
         handle = self._handles.get(fh)
         if isinstance(handle, WriteHandle):  # a file opened for reading has nothing to store
-            await self.writes.flush_handle(handle)
+            await self.writes.flush_handle(handle, closing=True)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:

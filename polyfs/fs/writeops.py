@@ -49,6 +49,9 @@ class WriteHandle:
         self.pending = pending
         self.writer = writer
         self.base_time = base_time
+        # bytes put through this open (a write, a truncation to a non-zero size); an open that
+        # only emptied the file stores nothing at FLUSH, see ``flush_handle``
+        self.wrote = False
 
 
 class ViewFile:
@@ -298,6 +301,7 @@ class WriteSide:
         handle = self.fs.handle(fh)
         if not isinstance(handle, WriteHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
+        handle.wrote = True
         if handle.pending.needs_base(off, len(buf)):
             return await self.fs.run(handle.pending.write, off, buf)  # reads the view file first
         n = handle.pending.write(off, buf, relieve=False)
@@ -305,9 +309,18 @@ class WriteSide:
             await self.fs.run(self.budget.relieve)
         return n
 
-    async def flush_handle(self, handle: Any) -> None:
-        if isinstance(handle, WriteHandle) and handle.pending.dirty and handle.pending.ingest:
-            await self.fs.run(self._ingest, handle.pending, None, handle.writer, handle.base_time)
+    async def flush_handle(self, handle: Any, closing: bool = False) -> None:
+        """Store what ``handle``'s file holds. ``closing``: a FLUSH, sent at every close() of a
+        descriptor. A chunk file that an open only emptied is stored at its release, not then:
+        a shell's ``> file`` opens with O_TRUNC, dup2()s and closes the first descriptor before
+        anything is written, and storing that empty file would delete the chunks the bytes
+        written next were meant to replace, even when those bytes are then refused. (Other
+        files emptied are refused, so their error still reaches this close.)"""
+        if not isinstance(handle, WriteHandle) or not (handle.pending.dirty and handle.pending.ingest):
+            return
+        if closing and not handle.wrote and await self.fs.run(self.service.holds_chunks, handle.pending.path):
+            return
+        await self.fs.run(self._ingest, handle.pending, None, handle.writer, handle.base_time)
 
     async def release_handle(self, handle: Any) -> None:
         if not isinstance(handle, WriteHandle):
@@ -332,6 +345,7 @@ class WriteSide:
             handle = self.fs.handle(fh) if fh is not None else None
             if isinstance(handle, WriteHandle):
                 handle.pending.truncate(attr.st_size)
+                handle.wrote = handle.wrote or attr.st_size > 0
             else:  # truncate(2) on a path: a write of its own
                 pending = await self.fs.run(self._pending_for, entry, 0, ctx.pid)
                 pending.truncate(attr.st_size)

@@ -132,6 +132,15 @@ class WriteService:
                 return False
         return False
 
+    def holds_chunks(self, path: str) -> bool:
+        """True when the file at ``path`` is an array's chunk, shard or block file: emptied,
+        it stands for deleting the chunks it held (metadata and whole-domain documents
+        emptied are refused instead)."""
+        t = self.route(path)
+        if _is_document(self.ingester(t)) or t.domain is None or not t.rest or not isinstance(t.obj, Dataset):
+            return False
+        return t.rest != [self.ingester(t).meta_name] and self.is_ingestible(path)
+
     def _new_document_domain(self, t: Target) -> str | None:
         """The domain a new file at ``t`` (above every domain) would be, in a view of one file per domain."""
         return t.new_domain_path() if t.view.kind == "file" else None

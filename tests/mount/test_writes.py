@@ -275,6 +275,34 @@ def test_bad_zarr_writes_are_refused(mount_store, store):
     np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[:], 5)
 
 
+def test_shell_redirects_over_chunk_files_are_all_or_nothing(mount_store, store, tmp_path):
+    """``cmd > file`` opens with O_TRUNC, dup2()s and closes the first descriptor before
+    anything is written: that close must not store the emptied file (deleting the chunks)."""
+    m = mount_store(str(store))
+    path = _zarr_array(m)
+    plain = zarr.create_array(str(path.parent / "p"), shape=(8, 8), chunks=(4, 4), dtype="uint16")
+    plain[:] = 7
+    before = snapshot(store)
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(np.random.default_rng(1).bytes(300))
+    for target in (path / "c" / "0" / "0", path.parent / "p" / "c" / "1" / "1"):
+        res = subprocess.run(["bash", "-c", f"cat {garbage} > {target}"], capture_output=True, text=True)
+        assert res.returncode != 0, res.stderr  # the bytes written are refused at close...
+        assert snapshot(store) == before  # ...and nothing else was stored on the way
+    np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[:], 5)
+    np.testing.assert_array_equal(zarr.open_array(str(path.parent / "p"), mode="r")[:], 7)
+    good = tmp_path / "good"  # a valid chunk of another array's bytes, through a redirect
+    zarr.open_array(str(path.parent / "p"), mode="r+")[4:, 4:] = 9
+    good.write_bytes((path.parent / "p" / "c" / "1" / "1").read_bytes())
+    zarr.open_array(str(path.parent / "p"), mode="r+")[4:, 4:] = 7
+    res = subprocess.run(["bash", "-c", f"cat {good} > {path.parent / 'p' / 'c' / '1' / '1'}"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    want = np.full((8, 8), 7, "uint16")
+    want[4:, 4:] = 9
+    np.testing.assert_array_equal(zarr.open_array(str(path.parent / "p"), mode="r")[:], want)
+
+
 def test_read_only_mount_refuses_every_write(mount_store, store):
     m = mount_store(str(store))
     _zarr_array(m)
