@@ -49,7 +49,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import IO, Protocol
+from typing import IO, Callable, Protocol
 
 from ..errors import PolyfsError, StoreError
 from ..writes.protocol import SourceReader
@@ -217,6 +217,7 @@ class PendingFile(FileNode):
         super().__init__(path.rsplit("/", 1)[-1], self.vfile, mtime=time.time())
         self.path = path
         self.ingest = ingest  # flush hands it to the write service (else: scratch)
+        self.head_check: Callable[[bytes], str | None] | None = None  # refuses it by its first bytes
         self.dirty = False
         self.opens = 0
         self.base_time = base_time

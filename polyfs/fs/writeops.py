@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import pyfuse3
 
 from .. import memory
-from ..errors import CrossDevice, IsADirectory, NotFound, NotPermitted
+from ..errors import CrossDevice, InvalidInput, IsADirectory, NotFound, NotPermitted
 from ..model.schema import Dataset
 from ..views.root import domain_leaf_paths
 from ..writes.router import Target
@@ -205,6 +205,7 @@ class WriteSide:
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
             base = ViewFile(self.fs.reader, entry.node.vfile())  # read on demand, never copied whole
         pending = PendingFile(path, self.service.is_ingestible(path), base_time, self.budget, base)
+        pending.head_check = self.service.head_check(path) if pending.ingest else None
         pending.writer = self.process_of(pid)
         if flags & os.O_TRUNC:
             pending.dirty = True  # an emptied file is a change even if nothing is written
@@ -283,6 +284,7 @@ class WriteSide:
                 raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
             pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
                                   self.budget)
+            pending.head_check = await self.fs.run(self.service.head_check, path) if ingest else None
             pending.writer = self.process_of(ctx.pid)
             pending.dirty = True
             self.overlay.add_file(pending)
@@ -301,6 +303,10 @@ class WriteSide:
         handle = self.fs.handle(fh)
         if not isinstance(handle, WriteHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
+        if off == 0 and handle.pending.head_check is not None:
+            why = handle.pending.head_check(bytes(buf[:16]))
+            if why:
+                raise InvalidInput(f"{handle.pending.path}: {why}")
         handle.wrote = True
         if handle.pending.needs_base(off, len(buf)):
             return await self.fs.run(handle.pending.write, off, buf)  # reads the view file first

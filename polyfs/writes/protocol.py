@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -202,6 +202,16 @@ class DocumentChanges:
         """Roll back what validation stored (the new objects' chunks)."""
         if self.created is not None:
             self.created.abort()
+
+
+@runtime_checkable
+class HeadCheck(Protocol):
+    """An ingester that knows files it can never take by their first bytes (another format's
+    signature): such a file is refused at the write that puts them at offset 0."""
+
+    def refuse_head(self, head: bytes) -> str | None:
+        """Why a file starting with ``head`` (up to 16 bytes) is refused, or None."""
+        ...
 
 
 class DocumentIngester(Protocol):

@@ -43,8 +43,8 @@ from ..views import hdmf
 from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths
 from .chunkin import stored_dtype, to_stored
-from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, Ingester, WrittenChunk, WrittenFile,
-                       file_members)
+from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, WrittenChunk,
+                       WrittenFile, file_members)
 from ..parallel import THREADS, Occupancy, bounded_map
 from .router import Router, Target
 
@@ -131,6 +131,11 @@ class WriteService:
             except PolyfsError:
                 return False
         return False
+
+    def head_check(self, path: str) -> Callable[[bytes], str | None] | None:
+        """What refuses a file at ``path`` by its first bytes (see ``HeadCheck``), if anything."""
+        ing = self.ingester(self.route(path))
+        return ing.refuse_head if isinstance(ing, HeadCheck) else None
 
     def holds_chunks(self, path: str) -> bool:
         """True when the file at ``path`` is an array's chunk, shard or block file: emptied,

@@ -147,6 +147,23 @@ def test_netcdf4_w_makes_a_domain_netcdf_reads_back(mount_store, empty_store):
         np.testing.assert_array_equal(nc["temp"][5:7], temps[:2] + 100)
 
 
+@pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA"])
+def test_a_netcdf3_file_is_refused_where_netcdf_c_sees_it(mount_store, empty_store, fmt):
+    """netCDF-C's classic layer ignores close() errors: the refusal comes at the first write."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    store = empty_store
+    m = mount_store(str(store))
+    before = snapshot(store)
+    path = m.path / "hdf5" / "classic.nc"
+    with pytest.raises((OSError, RuntimeError)) as err:
+        with netCDF4.Dataset(path, "w", format=fmt) as nc:
+            nc.createDimension("x", 4)
+            nc.createVariable("v", "i4", ("x",))[:] = np.arange(4)
+    assert "Invalid argument" in str(err.value) or getattr(err.value, "errno", None) == errno.EINVAL, err.value
+    assert snapshot(store) == before  # no domain made (the empty file lives only while open)
+    assert "netCDF-3" in m.log_text()
+
+
 def test_w_over_an_existing_file_replaces_its_domain_and_rm_deletes_it(mount_store, empty_store):
     store = empty_store
     m = mount_store(str(store))

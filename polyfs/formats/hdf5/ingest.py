@@ -51,6 +51,14 @@ class Hdf5Ingester:
     def is_document(self, t: Any) -> bool:
         return t.rest == []
 
+    def refuse_head(self, head: bytes) -> str | None:
+        """A netCDF-3 (classic) file is refused at its first write, not at close: netCDF-C's
+        classic layer ignores the error close() returns, and the file would vanish unseen."""
+        if head[:3] == b"CDF" and head[3:4] in (b"\x01", b"\x02", b"\x05"):
+            return ("a netCDF-3 (classic) file: this view stores HDF5 files only "
+                    "(write format NETCDF4 or NETCDF4_CLASSIC)")
+        return None
+
     def document_path(self, t: Any) -> str | None:
         return "/" if t.rest == [] else None  # the file is the domain
 
