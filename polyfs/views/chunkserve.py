@@ -12,6 +12,10 @@ turns into.
   CRC32 comes from polyfs's CRC table (:class:`GzipTrailer`), for
   variable-length data (decoded size unknown) the stream is inflated once
   when the trailer is first read (:class:`InflatedGzipTrailer`).
+- ``crc32c`` (with ``stored`` or ``gzip``): each served chunk is followed by
+  the CRC32C of its served bytes (Zarr's ``crc32c`` codec, which a writer
+  declared), a 4-byte producer that reads the chunk once (:class:`Crc32cTrailer`);
+  a transcoding appends it to its output instead (:meth:`Recipe.checksummed`).
 - ``transcode``: decode with the stored pipeline, ``transform``, ``encode``
   (a :class:`TranscodedChunk`, produced once and cached by the reader). The
   view picks targets whose size is known from the shape (``length``) so
@@ -26,7 +30,7 @@ all a shard index, an N5 block or a TIFF tile table needs.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -38,7 +42,7 @@ from ..model.chunks import ChunkIndex
 from ..model.schema import Dataset
 from ..vfile import ChunkRun, Produced, Segment
 from .base import DirNode, Node
-from .transcode import GzipTrailer, TranscodedChunk, fetch_chunk
+from .transcode import CRC32C_LEN, Crc32cTrailer, GzipTrailer, TranscodedChunk, fetch_chunk, with_crc32c
 
 GZIP_TRAILER_LEN = 8
 
@@ -67,6 +71,7 @@ class Recipe:
     transcoding: Transcoding | None = None
     vlen: bool = False  # gzip mode: decoded size unknown, trailer inflates
     reason: str = ""  # why transcoded (for ``polyfs info`` and logs)
+    crc32c: bool = False  # each served chunk is followed by its CRC32C (Zarr's ``crc32c`` codec)
 
     def __post_init__(self) -> None:
         if self.mode not in ("stored", "gzip", "transcode"):
@@ -86,15 +91,28 @@ class Recipe:
             return "zero-copy (gzip spliced)"
         return f"transcoded ({self.reason})" if self.reason else "transcoded"
 
+    def checksummed(self) -> Recipe:
+        """The same chunks, each followed by its CRC32C: the body stays zero-copy (the trailer
+        is computed), a transcoding appends it to its output."""
+        if self.crc32c:
+            return self
+        t = self.transcoding
+        if t is not None:
+            length = None if t.length is None else t.length + CRC32C_LEN
+            t = Transcoding(("crc32c", t.tag), with_crc32c(t.encode), t.transform, length)
+            return replace(self, transcoding=t)
+        return replace(self, crc32c=True)
+
     # -- per-chunk size arithmetic, from stored sizes only -------------------
     def item_lengths(self, sizes: np.ndarray) -> np.ndarray | None:
         """Served size of each chunk from its stored size (None: must be measured)."""
         sizes = np.asarray(sizes, dtype=np.int64)
+        crc = CRC32C_LEN if self.crc32c else 0
         if self.mode == "stored":
-            return sizes + len(self.head)
+            return sizes + len(self.head) + crc
         if self.mode == "gzip":
             return sizes + (len(self.head) + len(GZIP_HEADER) + GZIP_TRAILER_LEN
-                            - ZLIB_HEADER_LEN - ZLIB_TRAILER_LEN)
+                            - ZLIB_HEADER_LEN - ZLIB_TRAILER_LEN + crc)
         assert self.transcoding is not None
         if self.transcoding.length is None:
             return None
@@ -210,19 +228,32 @@ def build_items(src: ChunkSource, recipe: Recipe, linear: np.ndarray) -> Items:
     """Segments serving the chunks ``linear`` (existing ones, in the order given)."""
     linear = np.asarray(linear, dtype=np.int64)
     sizes = src.sizes(linear)
+    index = src.index
     if recipe.mode == "stored":
-        run = ChunkRun(src.index, linear, sizes, head=recipe.head)
+        if not recipe.crc32c:
+            run = ChunkRun(index, linear, sizes, head=recipe.head)
+        else:
+            def crc_tail(lin: int, size: int):
+                return Crc32cTrailer(index.key(lin), size, recipe.head)
+            run = ChunkRun(index, linear, sizes, head=recipe.head, tail=crc_tail, tail_len=CRC32C_LEN)
         return Items([run], run.item_offsets(), np.diff(run.starts))
     if recipe.mode == "gzip":
-        index, ds, raw = src.index, src.dataset, src.raw_nbytes
+        ds, raw = src.dataset, src.raw_nbytes
         if recipe.vlen or raw is None:
-            def tail(lin: int, size: int):
+            def gz_tail(lin: int, size: int):
                 return InflatedGzipTrailer(index.key(lin), size)
         else:
-            def tail(lin: int, size: int):
+            def gz_tail(lin: int, size: int):
                 return GzipTrailer(ds, lin, index.key(lin), size, raw)
-        run = ChunkRun(index, linear, sizes, head=recipe.head + GZIP_HEADER, skip_head=ZLIB_HEADER_LEN,
-                       skip_tail=ZLIB_TRAILER_LEN, tail=tail, tail_len=GZIP_TRAILER_LEN)
+        tail, tail_len = gz_tail, GZIP_TRAILER_LEN
+        head = recipe.head + GZIP_HEADER
+        if recipe.crc32c:
+            def tail(lin: int, size: int):
+                return Crc32cTrailer(index.key(lin), size, head, ZLIB_HEADER_LEN, ZLIB_TRAILER_LEN,
+                                     gz_tail(lin, size))
+            tail_len += CRC32C_LEN
+        run = ChunkRun(index, linear, sizes, head=head, skip_head=ZLIB_HEADER_LEN,
+                       skip_tail=ZLIB_TRAILER_LEN, tail=tail, tail_len=tail_len)
         return Items([run], run.item_offsets(), np.diff(run.starts))
     t = recipe.transcoding
     assert t is not None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
 from ..codecs.pipeline import Pipeline, gzip_trailer
-from ..errors import ChunkMissing, CodecError, NotFound
+from ..errors import ChunkChanged, ChunkMissing, CodecError, NotFound
 
 
 def fetch_chunk(ctx: Any, key: str) -> bytes:
@@ -106,6 +106,59 @@ class GzipTrailer:
             except zlib.error as exc:
                 raise CodecError(f"chunk {self.key}: corrupt zlib stream ({exc})") from None
         return gzip_trailer(crc, self.raw_nbytes)
+
+
+CRC32C_LEN = 4
+
+
+def crc32c_of(*parts: bytes) -> bytes:
+    """Zarr's ``crc32c`` codec trailer (little-endian CRC32C) of ``parts`` read as one."""
+    import crc32c
+
+    value = 0
+    for part in parts:
+        value = crc32c.crc32c(part, value)
+    return value.to_bytes(CRC32C_LEN, "little")
+
+
+def with_crc32c(encode: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    """``encode`` followed by Zarr's ``crc32c`` codec."""
+    def run(raw: bytes) -> bytes:
+        out = encode(raw)
+        return out + crc32c_of(out)
+    return run
+
+
+@dataclass(frozen=True)
+class Crc32cTrailer:
+    """The CRC32C (Zarr ``crc32c`` codec) closing a chunk served as ``head`` + the stored
+    bytes without ``skip_head``/``skip_tail`` + ``inner`` (a gzip trailer, or nothing):
+    ``inner``'s bytes then the checksum of all of it. The chunk is read once, when the
+    trailer is first read (cached by the reader like every producer)."""
+
+    key: str
+    stored_size: int
+    head: bytes = b""
+    skip_head: int = 0
+    skip_tail: int = 0
+    inner: Any = None  # a Producer whose bytes come first (the gzip trailer), or None
+
+    @property
+    def length(self) -> int:
+        return CRC32C_LEN + (self.inner.length if self.inner is not None else 0)
+
+    @property
+    def cache_key(self) -> Hashable:
+        inner = self.inner.cache_key if self.inner is not None else None
+        return ("crc32c-trailer", self.key, self.stored_size, self.head, self.skip_head, self.skip_tail, inner)
+
+    def produce(self, ctx: Any) -> bytes:
+        stored = fetch_chunk(ctx, self.key)
+        if len(stored) != self.stored_size:
+            raise ChunkChanged(f"chunk {self.key} changed size ({self.stored_size} -> {len(stored)})")
+        body = memoryview(stored)[self.skip_head:len(stored) - self.skip_tail]
+        tail = self.inner.produce(ctx) if self.inner is not None else b""
+        return tail + crc32c_of(self.head, body, tail)
 
 
 def zlib_encoder(level: int) -> Callable[[bytes], bytes]:

@@ -107,6 +107,7 @@ class Ingester(Protocol):
 
     meta_name: str  # the metadata file of a group or array ("zarr.json", "attributes.json")
     skip_attributes: tuple[str, ...]  # attribute names the view writes itself (not user attributes)
+    hint_prefix: str  # the view hints its metadata files set: a rewrite replaces these, keeps others'
 
     def parse_metadata(self, data: bytes, where: str) -> GroupWrite | ArrayWrite:
         """A written metadata file; InvalidInput/UnsupportedType naming the cause."""

@@ -375,8 +375,10 @@ class WriteService:
         change = self._attr_change(obj, written, ing.shown_attributes(t, obj))
         if meta.shape != obj.shape.array_shape and meta.shape != self._shown_shape(t, ing, obj):
             change.resize = meta.shape
-        if meta.hints and obj.creation_properties.get("polyfs") != meta.hints:
-            change.view_hints = meta.hints
+        old = obj.creation_properties.get("polyfs") or {}
+        hints = {**{k: v for k, v in old.items() if not k.startswith(ing.hint_prefix)}, **meta.hints}
+        if hints != old:  # this view's hints as now declared; other views' are kept
+            change.view_hints = hints
         self.editor.apply(t.domain, change)
         self._declare(writer, t, obj.id, meta)
 
@@ -482,7 +484,8 @@ class WriteService:
         if any(p * k >= max(g, 1) for p, k, g in zip(pos, decl.per_file, grid)):
             if probe:
                 return None
-            raise InvalidInput(f"{'/'.join(t.rest)} lies outside the array's extent {list(ds.shape.array_shape)}")
+            raise InvalidInput(f"{t.view.name}/{'/'.join(t.parts)} ({t.domain}:{t.h5path}) lies outside "
+                               f"the array's extent {list(ds.shape.array_shape)}")
         return ChunkFile(t.domain, ds, decl, file_members(pos, decl.per_file, grid), (ds.id, pos))
 
     def _chunks(self, cf: ChunkFile, ing: Ingester, src: ByteSource, where: str, base_time: float,

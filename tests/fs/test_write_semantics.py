@@ -305,7 +305,7 @@ def test_zarr_write_array_zarr_json_creates_dataset(zfs, tmp_path, case):
     glay, wlay = ZarrLayout(got), ZarrLayout(meta)
     assert glay.sharded == wlay.sharded and glay.inner == wlay.inner and glay.outer == wlay.outer
     assert glay.dtype.str == wlay.dtype.str  # the bytes codec's byte order is kept
-    want_chain = [c for c in wlay.chain if c["name"] != "crc32c"]  # the checksum is not stored
+    want_chain = wlay.chain  # as declared: a crc32c is served back (checked and computed, not stored)
     assert [c["name"] for c in glay.chain] == [c["name"] for c in want_chain]
     for g, w in zip(glay.chain[1:], want_chain[1:]):
         assert g == w
@@ -441,7 +441,7 @@ def test_zarr_write_chunk_file_unsharded(zfs, codec):
     if codec in ("bytes", "zstd", "blosc"):
         assert served == blob
     elif codec == "crc32c":
-        assert served == blob[:-4]  # the checksum is checked, not stored
+        assert served == blob  # the checksum is checked, not stored, and served back as declared
     else:
         assert gzip_body(served) == gzip_body(blob)
     # a rewrite replaces it
@@ -479,14 +479,14 @@ def test_zarr_write_shard_file(zfs):
     served = decode_shard(fs.read_file("zarr/t.zarr/a/c/0/0"), 4)
     assert sorted(served) == [0, 1, 3] and served[0] == parts[0] and served[3] == parts[3]
     # a writer whose zarr.json declares other codecs: its chunks are decoded and encoded with
-    # the stored encoding (the view keeps showing zstd)
+    # the stored encoding (the view keeps showing zstd, with the crc32c it declared)
     gz_meta = zarr_array_meta((8, 12), "<u2", (4, 4), shards=(8, 8), codecs=("gzip", "crc32c"), fill=5)
     fs.write_json("zarr/t.zarr/a/zarr.json", gz_meta)
     fs.write_file("zarr/t.zarr/a/c/0/0", ZarrLayout(gz_meta).encode_file(outer_block(lay, padded, (0, 0))))
     want[:, :8] = data[:, :8]
     assert_values(fs, "t", "a", want)
     shown = ZarrLayout(fs.read_json("zarr/t.zarr/a/zarr.json"))
-    assert [c["name"] for c in shown.chain] == ["bytes", "zstd"]
+    assert [c["name"] for c in shown.chain] == ["bytes", "zstd", "crc32c"]
     for part in decode_shard(fs.read_file("zarr/t.zarr/a/c/0/0"), 4).values():
         assert part[:4] == b"\x28\xb5\x2f\xfd"  # zstd frames
 
@@ -571,7 +571,7 @@ def test_zarr_write_chunk_file_by_the_views_own_metadata_is_accepted(zfs):
     make_zarr(fs, "zarr/t.zarr/a", meta, np.ones((8, 8), "<u2"))
     other = fs.as_pid(4_800_001)
     shown = ZarrLayout(other.read_json("zarr/t.zarr/a/zarr.json"))
-    assert [c["name"] for c in shown.chain] == ["bytes", "zstd"]
+    assert [c["name"] for c in shown.chain] == ["bytes", "zstd", "crc32c"]
     other.write_file("zarr/t.zarr/a/c/0/1", shown.encode_chunk(np.full((4, 4), 2, "<u2")))
     want = np.ones((8, 8), "<u2")
     want[:4, 4:] = 2

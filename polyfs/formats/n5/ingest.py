@@ -21,7 +21,7 @@ from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import FORMAT
-from .spec import DATASET_KEYS, META, MODE_DEFAULT, N5_KEYS, RESERVED, compression_of, numpy_dtype, \
+from .spec import DATASET_KEYS, META, MODE_DEFAULT, N5_KEYS, RESERVED, compression_of, declared_hints, numpy_dtype, \
     parse_block_header
 
 HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
@@ -77,13 +77,16 @@ def _parse(attrs: dict[str, Any], where: str) -> GroupWrite | ArrayWrite:
     if comp.filters is None:
         raise UnsupportedType(f"{where}: compression {comp.kind!r} cannot be written "
                               f"(raw, gzip, zstd, bzip2, blosc can)")
+    user = user_attributes(attrs)
     return ArrayWrite(shape, T.from_numpy(npdt), block, comp.filters, Incoming(npdt, comp.filters, comp.gzip_member),
-                      None, user_attributes(attrs), (1,) * len(shape), fill_declared=False)
+                      None, user, (1,) * len(shape), hints=declared_hints(comp, user, len(shape)),
+                      fill_declared=False)
 
 
 class N5Ingester:
     meta_name = META
     skip_attributes = hdmf.RESERVED + N5_KEYS
+    hint_prefix = "n5_"
 
     def __init__(self, ctx: ViewContext) -> None:
         self.ctx = ctx

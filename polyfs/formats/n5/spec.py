@@ -28,6 +28,35 @@ DATASET_KEYS = ("dimensions", "blockSize", "dataType")
 RESERVED = DATASET_KEYS + ("compression", "compressionType")
 N5_KEYS = ("n5",) + DATASET_KEYS + ("compression",)
 
+# per-axis attributes N5 readers interpret (tensorstore rejects other shapes)
+AXIS_ATTRS = {
+    "units": lambda v, n: isinstance(v, list) and len(v) == n and all(isinstance(x, str) for x in v),
+    "axes": lambda v, n: isinstance(v, list) and len(v) == n and all(isinstance(x, str) for x in v),
+    "resolution": lambda v, n: isinstance(v, list) and len(v) == n
+    and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
+}
+# what a writer declared in its attributes.json that the view serves back as written (kept in
+# the dataset's view hints; only spellings other than the view's default are kept):
+HINT_ZLIB = "n5_use_zlib"  # gzip with useZlib: blocks are the stored zlib stream
+HINT_AXIS_ATTRS = "n5_axis_attributes"  # units/axes/resolution written in another than the per-axis form
+
+
+def not_per_axis(attrs: dict[str, Any], rank: int) -> list[str]:
+    """The attributes named like N5's per-axis ones that do not have their form."""
+    return sorted(k for k in attrs if k in AXIS_ATTRS and not AXIS_ATTRS[k](attrs[k], rank))
+
+
+def declared_hints(compression: Compression, attrs: dict[str, Any], rank: int) -> dict[str, Any]:
+    """The view hints a written dataset ``attributes.json`` leaves (empty for the defaults)."""
+    hints: dict[str, Any] = {}
+    if compression.kind == "gzip" and not compression.gzip_member:
+        hints[HINT_ZLIB] = True
+    odd = not_per_axis(attrs, rank)
+    if odd:
+        hints[HINT_AXIS_ATTRS] = odd
+    return hints
+
+
 # dataType name <-> big-endian numpy dtype
 DATA_TYPES = {"uint8": ">u1", "uint16": ">u2", "uint32": ">u4", "uint64": ">u8", "int8": ">i1", "int16": ">i2",
               "int32": ">i4", "int64": ">i8", "float32": ">f4", "float64": ">f8"}
@@ -130,15 +159,18 @@ def compression_of(attrs: dict, npdt: np.dtype, block: tuple[int, ...]) -> Compr
     return Compression(kind, None)
 
 
-def compression_for(pipe: Pipeline) -> dict | None:
-    """The N5 ``compression`` that reads bytes stored under ``pipe`` as they are (None: none does)."""
+def compression_for(pipe: Pipeline, use_zlib: bool = False) -> dict | None:
+    """The N5 ``compression`` that reads bytes stored under ``pipe`` (None: none does); deflate
+    is a gzip member spliced from the stored zlib stream, or with ``use_zlib`` that stream as
+    it is (``useZlib``)."""
     if pipe.is_identity:
         return {"type": "raw"}
     if len(pipe.filters) != 1:
         return None
     f = pipe.filters[0]
     if f.id == DEFLATE:
-        return {"type": "gzip", "level": f.level if f.level is not None else 6}
+        comp = {"type": "gzip", "level": f.level if f.level is not None else 6}
+        return {**comp, "useZlib": True} if use_zlib else comp
     if f.id in (ZSTD, BLOSC, BZIP2):
         return f.spec.n5(f)
     return None

@@ -6,7 +6,9 @@ Groups are directories with an ``attributes.json`` (the root's carries
 the fastest dimension first), ``dataType``, ``compression`` and the HDF5
 attributes (JSON as in hdmf.py; an attribute named like an N5 key is left
 out, and so are ``units``/``axes``/``resolution`` unless they have the
-per-axis form N5 readers interpret, which tensorstore enforces). Blocks are files at the reversed chunk-grid position
+per-axis form N5 readers interpret, which tensorstore enforces, or a writer
+of this view put them in ``attributes.json`` in their form: that is read back
+as written, kept in the dataset's view hints as ``spec.HINT_AXIS_ATTRS``). Blocks are files at the reversed chunk-grid position
 (``<ds>/k/j/i``): the default-mode header (mode 0, ndim, the FULL block
 dims, big-endian; edge blocks are padded as stored) and the payload. No
 transpose is ever needed: N5's block payload is the C-order chunk.
@@ -27,7 +29,9 @@ Payloads (chunkserve.py recipes):
   from polyfs's CRC table). ``useZlib: true`` would serve the zlib stream
   untouched to tensorstore and z5py, but zarr-n5 ignores ``useZlib`` and
   would fail; the splice costs 8 computed bytes per block and every reader
-  reads it.
+  reads it. A dataset whose writer declared ``useZlib: true`` through this
+  view (``spec.HINT_ZLIB`` in its view hints) is served as declared: the
+  stored zlib stream untouched, which that writer's open handle expects.
 - **transcoded** to ``raw`` big-endian (size known from the block shape, so
   listing and ``stat`` never read chunk data) when the stored data is
   little-endian or its pipeline has no N5 spelling (shuffle, fletcher32,
@@ -44,6 +48,7 @@ import bz2
 import gzip
 import logging
 import math
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -59,20 +64,14 @@ from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT
-from .spec import META, N5_KEYS, N5_VERSION, block_header, compression_for, data_type_name
+from .spec import (HINT_AXIS_ATTRS, HINT_ZLIB, META, N5_KEYS, N5_VERSION, block_header, compression_for,
+                   data_type_name, not_per_axis)
 from ...views.base import DirNode, FileNode, Node, ViewContext
 
 log = logging.getLogger(__name__)
 
 SUFFIX = FORMAT.suffix
 SKIP_ATTRS = hdmf.RESERVED + N5_KEYS
-# per-axis attributes N5 readers interpret (tensorstore rejects other shapes)
-AXIS_ATTRS = {
-    "units": lambda v, n: isinstance(v, list) and len(v) == n and all(isinstance(x, str) for x in v),
-    "axes": lambda v, n: isinstance(v, list) and len(v) == n and all(isinstance(x, str) for x in v),
-    "resolution": lambda v, n: isinstance(v, list) and len(v) == n
-    and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
-}
 # -- what a dataset becomes ---------------------------------------------------------------
 def element_type(t: Any) -> tuple[np.dtype, tuple[int, ...]] | None:
     """(stored numpy element dtype, extra trailing dims) of an N5-able type, else None."""
@@ -98,7 +97,8 @@ def encode_block(compression: dict, raw: bytes, dtype: np.dtype) -> bytes:
         return raw
     if kind == "gzip":
         level = compression.get("level", 6)
-        return gzip.compress(raw, level if 0 <= level <= 9 else 6, mtime=0)
+        level = level if 0 <= level <= 9 else 6
+        return zlib.compress(raw, level) if compression.get("useZlib") else gzip.compress(raw, level, mtime=0)
     if kind == "bzip2":
         return bz2.compress(raw, int(compression.get("blockSize", 9)))
     import numcodecs
@@ -143,15 +143,22 @@ class DatasetPlan:
         return self._src
 
     @property
+    def hints(self) -> dict:
+        """What a writer declared through this view that it is served back (kept with the dataset)."""
+        h = self.ds.creation_properties.get("polyfs")
+        return h if isinstance(h, dict) else {}
+
+    @property
     def data_type(self) -> str:
         return data_type_name(self.dtype)  # type: ignore[return-value]
 
     @cached_property
     def recipe_compression(self) -> tuple[cs.Recipe, dict]:
         big = self.dtype.str[0] != "<" or self.dtype.itemsize == 1  # .str spells native order out
-        comp = compression_for(self.src.pipeline) if big else None
+        comp = compression_for(self.src.pipeline, self.hints.get(HINT_ZLIB) is True) if big else None
         if comp is not None:
-            return (cs.gzip_spliced() if comp["type"] == "gzip" else cs.stored()), comp
+            spliced = comp["type"] == "gzip" and not comp.get("useZlib")
+            return (cs.gzip_spliced() if spliced else cs.stored()), comp
         target = self.dtype.newbyteorder(">") if self.dtype.itemsize > 1 else self.dtype
         transform = cs.astype_transform(self.dtype, target) if target != self.dtype else None
         reason = "little-endian" if not big else "filters N5 cannot express"
@@ -251,10 +258,14 @@ class N5Domain(hdmf.Hierarchy):
             return None
         attrs = hdmf.attributes_json(ds, self.paths, self.where(path), skip=SKIP_ATTRS)
         rank = max(1, ds.shape.rank + len(et[1]))
-        for key in [k for k in attrs if k in AXIS_ATTRS and not AXIS_ATTRS[k](attrs[k], rank)]:
+        plan = DatasetPlan(self.ctx, ds, path, et[0], et[1], attrs)
+        written = plan.hints.get(HINT_AXIS_ATTRS)
+        for key in not_per_axis(attrs, rank):
+            if isinstance(written, list) and key in written:
+                continue  # a writer of this view put it there in this form: it reads it back
             log.info("n5: %s: attribute %r is not N5's per-axis %s; left out", self.where(path), key, key)
             del attrs[key]
-        return DatasetPlan(self.ctx, ds, path, et[0], et[1], attrs)
+        return plan
 
 
 def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:

@@ -25,6 +25,7 @@ from ...model.tree import DomainModel
 from ...vfile import VFile
 from ...views import hdmf
 from ...views.base import DirNode, FileNode, Node, ViewContext, literal_file
+from ..zarr import spec
 from ..zarr import view as zarr3
 from ..zarr.spec import CHUNK_DIR, META
 from .file import _candidate, shared_file, why_not
@@ -40,6 +41,11 @@ class OneShardPlan(zarr3.ArrayPlan):
     @cached_property
     def factors(self) -> tuple[int, ...]:
         return tuple(self.grid)
+
+    @cached_property
+    def spelling(self) -> spec.Spelling:
+        """The view's own: this file is laid out for every reader, not for one Zarr writer."""
+        return spec.DEFAULT_SPELLING
 
     @property
     def use_shards(self) -> bool:

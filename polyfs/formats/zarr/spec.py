@@ -48,6 +48,7 @@ MISSING = 2 ** 64 - 1  # offset and nbytes of an absent inner chunk
 INDEX_ENTRY = np.dtype([("offset", "<u8"), ("nbytes", "<u8")])
 INDEX_CRC = Layout.of("shard index crc32c", [("crc", "I")], "<")
 INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+CRC32C_CODEC = {"name": "crc32c"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,13 @@ class ShardIndex:
             else:
                 raise ValueError(f"shard index codec {c.get('name')!r} is not supported")
         return cls(at_start, crc, big)
+
+    def config(self) -> dict[str, Any]:
+        """``index_codecs`` and ``index_location`` of a ``sharding_indexed`` configuration."""
+        codecs: list[dict] = [{"name": "bytes", "configuration": {"endian": "big" if self.big else "little"}}]
+        if self.crc32c:
+            codecs.append({"name": "crc32c"})
+        return {"index_codecs": codecs, "index_location": "start" if self.at_start else "end"}
 
     def nbytes(self, nentries: int) -> int:
         return INDEX_ENTRY.itemsize * nentries + (INDEX_CRC.size if self.crc32c else 0)
@@ -109,6 +117,46 @@ def index_table(nentries: int, positions: np.ndarray, offsets: np.ndarray, lengt
 def shard_index_bytes(nentries: int, positions: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
     """The index polyfs writes: little-endian (offset, nbytes) per inner chunk, C order, then CRC32C."""
     return DEFAULT_INDEX.encode(index_table(nentries, positions, offsets, lengths))
+
+
+# -- what a writer declared, kept with the dataset (its view hints) -----------------------------
+# A writer's zarr.json is served back as written for the spellings below (else its open handle,
+# which keeps its own metadata, misreads the files the view serves): the inner chain's trailing
+# crc32c (appended to each served chunk) and the shard index's codecs and location.
+HINT_CRC32C = "zarr_crc32c"
+HINT_SHARD_INDEX = "zarr_shard_index"
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How the view spells an array's chunks beyond what the stored encoding fixes."""
+
+    crc32c: bool = False  # a crc32c codec closes the inner chain
+    index: ShardIndex = DEFAULT_INDEX
+
+    @classmethod
+    def from_hints(cls, hints: dict) -> Spelling:
+        """The spelling kept in a dataset's view hints (the default where none or malformed)."""
+        index = DEFAULT_INDEX
+        cfg = hints.get(HINT_SHARD_INDEX)
+        if isinstance(cfg, dict):
+            try:
+                index = ShardIndex.from_config(cfg)
+            except (ValueError, TypeError, AttributeError):
+                index = DEFAULT_INDEX
+        return cls(hints.get(HINT_CRC32C) is True, index)
+
+    def hints(self) -> dict[str, Any]:
+        """What to keep with the dataset (nothing for the default spelling)."""
+        out: dict[str, Any] = {}
+        if self.crc32c:
+            out[HINT_CRC32C] = True
+        if self.index != DEFAULT_INDEX:
+            out[HINT_SHARD_INDEX] = self.index.config()
+        return out
+
+
+DEFAULT_SPELLING = Spelling()
 
 
 # -- chunk keys ----------------------------------------------------------------------------

@@ -50,6 +50,13 @@ dimension) overrides the rule for one dataset, and so does the layout a
 writer chose when it created the array through this view (kept in the
 dataset's ``creationProperties.polyfs``: ``zarr_chunks_per_shard`` or
 ``zarr_sharded: false``), so the writer finds its files where it put them.
+The same hints keep the rest of the writer's spelling (spec.Spelling), served
+back because zarr-python and tensorstore read with the metadata their open
+handle wrote: a trailing ``crc32c`` inner codec (each served chunk, still
+zero-copy, gets a computed CRC32C trailer) and the shard index's codecs and
+location (``index_location: "start"`` puts the index first; index codecs
+with or without ``crc32c``, either byte order). Arrays without such hints
+are served with ``crc32c``-checked indexes at the end and no inner checksum.
 
 **Unsharded** (``zarr_sharded=False``): one file per stored chunk at
 ``c/i/j/k`` with the codec chain directly. Scalar datasets are always
@@ -93,7 +100,7 @@ from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT, cf, spec
-from .spec import CHUNK_DIR, DEFAULT_INDEX, META, shard_index_bytes
+from .spec import CHUNK_DIR, META
 from ...views.base import DirNode, FileNode, Node, ViewContext
 
 log = logging.getLogger(__name__)
@@ -275,7 +282,16 @@ class ArrayPlan:
 
     @cached_property
     def recipe_codecs(self) -> tuple[cs.Recipe, list[dict]]:
-        return choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
+        recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
+        if self.spelling.crc32c:  # the writer's crc32c: a computed trailer after each served chunk
+            return recipe.checksummed(), codecs + [dict(spec.CRC32C_CODEC)]
+        return recipe, codecs
+
+    @cached_property
+    def spelling(self) -> spec.Spelling:
+        """The spelling a writer declared in its ``zarr.json`` (kept in the view hints), which
+        the view serves back so that the writer's open handle reads what it wrote."""
+        return spec.Spelling.from_hints(self.hints)
 
     @cached_property
     def factors(self) -> tuple[int, ...]:
@@ -319,8 +335,7 @@ class ArrayPlan:
         if self.use_shards:
             outer = tuple(k * c for k, c in zip(self.factors, self.chunk_shape))
             codecs = [{"name": "sharding_indexed", "configuration": {
-                "chunk_shape": list(self.chunk_shape), "codecs": codecs,
-                "index_codecs": spec.INDEX_CODECS, "index_location": "end"}}]
+                "chunk_shape": list(self.chunk_shape), "codecs": codecs, **self.spelling.index.config()}}]
         else:
             outer = self.chunk_shape
         meta: dict[str, Any] = {
@@ -346,7 +361,13 @@ class ArrayPlan:
         items = cs.build_items(self.src, recipe, linear)
         if not self.use_shards:
             return VFile(items.segments)
-        index = shard_index_bytes(math.prod(self.factors), inner, items.offsets, items.lengths)
+        shard_index = self.spelling.index
+        n = math.prod(self.factors)
+        if shard_index.at_start:
+            offsets = items.offsets + shard_index.nbytes(n)
+            return VFile([Literal(shard_index.encode(spec.index_table(n, inner, offsets, items.lengths)))]
+                         + items.segments)
+        index = shard_index.encode(spec.index_table(n, inner, items.offsets, items.lengths))
         return VFile(items.segments + [Literal(index)])
 
     def file_sizes(self) -> np.ndarray | None:
@@ -359,7 +380,7 @@ class ArrayPlan:
         starts = np.searchsorted(lay.flin, lay.files)
         sizes = np.add.reduceat(lengths, starts)
         if self.use_shards:
-            sizes = sizes + DEFAULT_INDEX.nbytes(math.prod(self.factors))
+            sizes = sizes + self.spelling.index.nbytes(math.prod(self.factors))
         return sizes
 
     def file_entries(self) -> dict[str, Node]:
