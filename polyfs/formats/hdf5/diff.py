@@ -4,7 +4,12 @@ The written file is walked by h5py (the HDF5 library itself) and its objects
 matched to the model's. While the model is still the one the writer's file was
 planned from, an object is matched by its object header address (HDF5's own
 identity for an object, which ``move``, new links and new attributes leave
-alone); otherwise by path and kind. Then:
+alone); otherwise by path and kind. HDF5 reuses a deleted object's header address
+for the next object it makes, and never changes an object's kind or a dataset's
+type, layout, chunk shape, filters, maximum shape or fill value in place: an
+object at a planned address differing in one of them is a new object (the old
+one removed), unless a link the view gave the old one is still there with its
+creation order (then it is the old one changed in place, and refused). Then:
 
 - objects only the file has are new: groups, committed types and datasets are
   imported as ``polyfs import`` would (codecs of the table kept, chunks stored
@@ -27,6 +32,7 @@ committed.
 from __future__ import annotations
 
 import functools
+import logging
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -49,6 +55,8 @@ from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, DomainRenderer, HDF5File, dimension_scale_class, external_file
 from .source import HDF5Importer, _Object, model_type
 
+log = logging.getLogger(__name__)
+
 KINDS = {"group": Group, "dataset": Dataset, "datatype": Datatype}
 
 
@@ -65,6 +73,8 @@ class Planner(DomainRenderer):
         super().__init__(model, ctx)
         self.shown: dict[str, set[str]] = {}
         self.links_shown: dict[str, set[str]] = {}
+        self.link_order: dict[tuple[str, str], int] = {}  # (group id, link name) -> creation order
+        self._group = ""
 
     def _attributes(self, obj: Any, path: str) -> list:
         out = []
@@ -80,6 +90,14 @@ class Planner(DomainRenderer):
         links = super()._shown_links(g, path)
         self.links_shown[g.id] = {lk.name for lk in links}
         return links
+
+    def _group_messages(self, g: Group, path: str, out: list) -> list:
+        self._group = g.id
+        return super()._group_messages(g, path, out)
+
+    def _link_message(self, link: Link, order: int) -> Any:
+        self.link_order[(self._group, link.name)] = order  # the creation order the file gives it
+        return super()._link_message(link, order)
 
 
 class _Only:
@@ -118,6 +136,7 @@ class DocumentDiff:
         self.out = DocumentChanges(created=self.new)
         self.created: list[_Object] = []
         self._new: set[int] = set()  # id() of the file's objects the model lacks
+        self._sizes: dict[str, int] | None = None
 
     def is_new(self, obj: _Object) -> bool:
         return id(obj) in self._new
@@ -165,6 +184,8 @@ class DocumentDiff:
             elif self.trusted:
                 oid = planned.get(key[1])
                 m = self.model.get(oid) if oid is not None else None
+                if m is not None and self._replaced(key, obj, m, planned):
+                    m = None  # a new object HDF5 put where a deleted one was: the old one goes
             else:
                 try:
                     m = self.model.resolve(obj.path)
@@ -176,7 +197,7 @@ class DocumentDiff:
                 self.created.append(obj)
                 self._new.add(id(obj))
                 continue
-            if not isinstance(m, KINDS[obj.kind]):
+            if not isinstance(m, KINDS[obj.kind]):  # the same object (a link of it kept): changed in place
                 raise self.refuse(obj.path, f"a {type(m).__name__.lower()} cannot become a {obj.kind}")
             obj.model = m
             seen.add(m.id)
@@ -186,6 +207,71 @@ class DocumentDiff:
             gone = ", ".join(self.model.canonical_paths().get(i, i) for i in self.out.removed[:3])
             raise self.refuse(gone, "the domain changed in the store since this file was opened, so objects "
                                     "it lacks cannot be told deleted from added meanwhile; reopen the file")
+
+    def _replaced(self, key: tuple, obj: _Object, m: Any, planned: dict[int, str]) -> bool:
+        """Whether the object the file has at model object ``m``'s header address is a new one.
+
+        HDF5 reuses a freed object header's address for the next object it makes (netCDF-C's
+        ``renameDimension`` deletes a dimension's placeholder dataset and makes another, which
+        lands where the old one was). HDF5 never changes an object's kind, a dataset's type,
+        dataspace rank, maximum shape, layout, chunk shape, filters or fill value, nor a
+        committed type, in place: fixed at creation. So an object there that differs in one of
+        them is a new object (the old one is deleted, the new one created with its data,
+        attributes and links), unless a link the view gave the old object is still in the file
+        with its creation order (a deleted link's name made again gets a new one): then the
+        object was never freed, it is the old one changed in place, and ``_dataset`` refuses it.
+
+        An object at a reused address with the same fixed properties is taken for the old one
+        (a ``move`` looks the same): its extent, chunks, attributes and links are compared
+        with what the file holds and changed to it, so the store ends up holding what the
+        file does either way."""
+        if isinstance(m, KINDS[obj.kind]):
+            if obj.kind == "group" or self.src.untouched(key[1], self._header_sizes().get(m.id, 1)):
+                return False  # a group has nothing fixed; an untouched header is the planned one
+            why = self._fixed_difference(obj, m)
+            if why is None:
+                return False
+        else:
+            why = f"a {type(m).__name__.lower()} is now a {obj.kind}"
+        if self._keeps_a_link(key, m, planned):
+            return False
+        log.debug("%s: %s: a new object at the address of %s (%s)", self.where, obj.path, m.id, why)
+        return True
+
+    def _header_sizes(self) -> dict[str, int]:
+        """Object id -> the size of the header the view planned for it."""
+        if self._sizes is None:
+            self._sizes = {b.key[1]: b.size for b in self.hf.plan.blocks
+                           if isinstance(b.key, tuple) and b.key[0] == "oh"}
+        return self._sizes
+
+    def _fixed_difference(self, obj: _Object, m: Any) -> str | None:
+        """How the file's object differs from ``m`` in what HDF5 fixes at creation, or None."""
+        if obj.kind == "datatype":
+            got = self._type(lambda: self.imp.type_of(self.f[obj.path].id, obj.path), obj.path)
+            return "a committed type cannot change" if _type_json(got) != _type_json(m.type) else None
+        d = self.f[obj.path]
+        dp = self.hf.datasets[m.id]
+        return self._fixed_change(d, m, dp, f"dataset {obj.path}") or _fill_difference(d, dp)
+
+    def _keeps_a_link(self, key: tuple, m: Any, planned: dict[int, str]) -> bool:
+        """Whether a hard link the view gave ``m`` is in the file, to this object, with the
+        creation order the view gave it (the object was never freed)."""
+        order = self.planner.link_order
+        for lk in self.imp.links:
+            if lk.kind != "hard" or lk.target != key:
+                continue
+            gid = self.model.root.id if self.imp.objects[lk.parent].path == "/" else planned.get(lk.parent[1])
+            want = order.get((gid, lk.name)) if gid is not None else None
+            g = self.model.get(gid) if want is not None else None
+            old = g.links.get(lk.name) if isinstance(g, Group) else None
+            if old is None or old.kind != "hard" or old.id != m.id:
+                continue
+            parent = self.f[self.imp.objects[lk.parent].path]
+            info = parent.id.links.get_info(lk.name.encode("utf-8"))
+            if info.corder_valid and int(info.corder) == want:
+                return True
+        return False
 
     def _create_objects(self) -> None:
         """New objects as the importer makes them (not linked yet: the link tables do that)."""
@@ -309,36 +395,45 @@ class DocumentDiff:
             raise self.refuse(f"datatype {obj.path}", "a committed type cannot change")
 
     def _dataset(self, obj: _Object) -> None:
-        from h5py import h5d, h5s
-
         ds: Dataset = obj.model
         d = self.f[obj.path]
         what = f"dataset {obj.path}"
-        if _type_json(self._type(lambda: self.imp.type_of(d.id.get_type(), what), what)) != _type_json(ds.type):
-            raise self.refuse(what, "the data type cannot change")
-        kind = {h5s.NULL: "null", h5s.SCALAR: "scalar"}.get(d.id.get_space().get_simple_extent_type(), "simple")
-        if kind != ds.shape.kind or (kind == "simple" and len(d.shape) != ds.shape.rank):
-            raise self.refuse(what, "the dataspace cannot change rank or kind")
         dp = self.hf.datasets[ds.id]
-        dcpl = d.id.get_create_plist()
-        chunked = dcpl.get_layout() == h5d.CHUNKED
-        if chunked != dp.storage.startswith("chunked") or (chunked and tuple(d.chunks) != tuple(ds.chunks)):
-            raise self.refuse(what, "the storage layout or chunk shape cannot change")
-        file_filters = tuple(int(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters()))
-        if file_filters != tuple(fl.id for fl in dp.filters):
-            raise self.refuse(what, "the filters cannot change")
-        if kind == "simple":
+        why = self._fixed_change(d, ds, dp, what)
+        if why is not None:
+            raise self.refuse(what, why)
+        if ds.shape.kind == "simple":
             dims = tuple(int(x) for x in d.shape)
-            maxdims = tuple(None if m is None else int(m) for m in (d.maxshape or dims))
-            want_max = ds.shape.maxdims or ds.shape.dims
-            if maxdims != tuple(want_max):
-                raise self.refuse(what, "the maximum shape cannot change")
             if dims != tuple(ds.shape.dims):
                 self._object_change(ObjectChange(ds.id, resize=dims))
         if dp.storage == "chunked-stored":
             self._chunks(d, ds, dp, what)
         else:
             self._converted_data(d, ds, dp, what)
+
+    def _fixed_change(self, d: Any, ds: Dataset, dp: DatasetPlan, what: str) -> str | None:
+        """Why the file's dataset ``d`` cannot be ``ds`` changed in place (a type, dataspace
+        rank or kind, layout, chunk shape, filters or maximum shape of its own), or None."""
+        from h5py import h5d, h5s
+
+        if _type_json(self._type(lambda: self.imp.type_of(d.id.get_type(), what), what)) != _type_json(ds.type):
+            return "the data type cannot change"
+        kind = {h5s.NULL: "null", h5s.SCALAR: "scalar"}.get(d.id.get_space().get_simple_extent_type(), "simple")
+        if kind != ds.shape.kind or (kind == "simple" and len(d.shape) != ds.shape.rank):
+            return "the dataspace cannot change rank or kind"
+        dcpl = d.id.get_create_plist()
+        chunked = dcpl.get_layout() == h5d.CHUNKED
+        if chunked != dp.storage.startswith("chunked") or (chunked and tuple(d.chunks) != tuple(ds.chunks)):
+            return "the storage layout or chunk shape cannot change"
+        file_filters = tuple(int(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters()))
+        if file_filters != tuple(fl.id for fl in dp.filters):
+            return "the filters cannot change"
+        if kind == "simple":
+            dims = tuple(int(x) for x in d.shape)
+            maxdims = tuple(None if m is None else int(m) for m in (d.maxshape or dims))
+            if maxdims != tuple(ds.shape.maxdims or ds.shape.dims):
+                return "the maximum shape cannot change"
+        return None
 
     def _converted_data(self, d: Any, ds: Dataset, dp: DatasetPlan, what: str) -> None:
         """Data the view converts (contiguous, variable-length, references): a chunk whose bytes
@@ -511,6 +606,31 @@ def _stored(catalog: Any, key: str) -> bytes | None:
         return catalog.store.get(key)
     except PolyfsError:
         return None
+
+
+def _fill_difference(d: Any, dp: DatasetPlan) -> str | None:
+    """Whether the file's dataset declares another fill value than the view gave it (compared
+    as bytes, for the plain fixed-size types whose memory bytes are the file's; None if the
+    same or not comparable)."""
+    from h5py import h5d
+
+    dcpl = d.id.get_create_plist()
+    state = dcpl.fill_value_defined()
+    dt = d.dtype
+    if state == h5d.FILL_VALUE_UNDEFINED or dt.kind not in "iufcbS" or dt.itemsize == 0:
+        return None
+    want = dp.fill if dp.fill is not None else bytes(dt.itemsize)
+    if len(want) != dt.itemsize:
+        return None
+    got = bytes(dt.itemsize)
+    if state == h5d.FILL_VALUE_USER_DEFINED:
+        try:
+            arr = np.zeros(1, dtype=dt)
+            dcpl.get_fill_value(arr)
+        except (ValueError, TypeError, OSError, RuntimeError):
+            return None
+        got = arr.tobytes()
+    return None if got == want else "the fill value cannot change"
 
 
 def _type_json(t: T.DType) -> Any:

@@ -101,6 +101,7 @@ class DatasetPlan:
     index: ChunkIndex | None = None
     btree: ChunkBTree | None = None
     data: list[Block] = field(default_factory=list)
+    fill: bytes | None = None  # the fill value as the file declares it (None: the library default, zeros)
 
 
 def superblock(plan: FilePlan, root_key: Any) -> Block:
@@ -453,6 +454,7 @@ class DomainRenderer:
                 fill = disk_fill(ds.type, ds.fill_value)
             except (InvalidInput, ValueError, TypeError) as exc:
                 log.error("hdf5 view of %s: fill value of %s left out: %s", self.model.path, path, exc)
+        dp.fill = fill
         chunked = dp.storage.startswith("chunked")
         msgs.append(M.fill_value(fill, chunked))
         if chunked:
