@@ -224,7 +224,9 @@ def chunk_region(ds: Dataset, coords: Sequence[int]) -> Region:
 
 
 def padded(ds: Dataset, part: np.ndarray) -> np.ndarray:
-    """A full-size chunk: ``part`` padded with the fill value (edge chunks)."""
+    """A full-size chunk: ``part`` padded with the fill value (edge chunks). Complex data (a
+    TIFF's, an HDF5 source's) becomes the ``{r, i}`` compound it is stored as."""
+    part = complex_as_pairs(part)
     if not ds.chunks:
         return part.reshape(())
     if tuple(part.shape) == tuple(ds.chunks):
@@ -420,8 +422,4 @@ def stored_pipeline_filters(opts: ImportOptions, dtype: T.DType, chunks: Sequenc
 
 def complex_as_pairs(arr: np.ndarray) -> np.ndarray:
     """A complex array viewed as the ``{r, i}`` compound it is stored as."""
-    arr = np.asarray(arr)
-    if arr.dtype.kind != "c":
-        return arr
-    half = np.dtype(f"{arr.dtype.byteorder if arr.dtype.byteorder in '<>' else '='}f{arr.dtype.itemsize // 2}")
-    return np.ascontiguousarray(arr).view(np.dtype([("r", half), ("i", half)])).reshape(arr.shape)
+    return values.complex_pairs(arr)

@@ -329,11 +329,25 @@ def has_gaps(dt: np.dtype) -> bool:
 
 def as_layout(arr: Any, dt: np.dtype) -> np.ndarray:
     """``arr`` as a C-contiguous array of ``dt`` (fields assigned by position). Converted
-    into a padded compound layout, the padding bytes are zero, never left uninitialized."""
+    into a padded compound layout, the padding bytes are zero, never left uninitialized.
+    Complex numbers go into a two-field compound (h5py's ``{r, i}``) as their real and
+    imaginary parts (numpy alone would put the real part in both fields)."""
     arr = np.asarray(arr)
     dt = np.dtype(dt)
+    if arr.dtype.kind == "c" and dt.names is not None and len(dt.names) == 2:
+        arr = complex_pairs(arr)
     if arr.dtype == dt or not has_gaps(dt):
         return np.ascontiguousarray(arr, dtype=dt)
     out = np.zeros(arr.shape, dtype=dt)
     out[...] = arr
     return out
+
+
+def complex_pairs(arr: np.ndarray) -> np.ndarray:
+    """A complex array as the ``{r, i}`` compound of its parts (same bytes; a view when it can be)."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind != "c":
+        return arr
+    order = arr.dtype.byteorder if arr.dtype.byteorder in "<>" else "="
+    half = np.dtype(f"{order}f{arr.dtype.itemsize // 2}")
+    return np.ascontiguousarray(arr).view(np.dtype([("r", half), ("i", half)])).reshape(arr.shape)

@@ -1,6 +1,7 @@
 """TIFF: ``tiff/<stem>/<dataset>.tif``, tiled TIFF per image-like dataset; import; writes.
 
-Modules: structs.py (header, IFD entries, tag table), meta.py (ImageJ/OME
+Modules: structs.py (header, IFD entries, tag table), raster.py (which datasets are
+images: samples per pixel, complex samples), meta.py (ImageJ/OME
 metadata from attributes), image.py (one image's IFD chain), tiles.py
 (zero-copy and transcoded tiles), view.py (the view), source.py (the importer),
 segments.py (a TIFF's tiles or strips, read a region at a time), written.py

@@ -33,21 +33,22 @@ import numpy as np
 
 from ...errors import InvalidInput
 from ...model.schema import Dataset, Group
-from ...model.types import EnumType, FloatType, IntType, resolved
 from ...vfile import Literal, VFile
 from . import meta as tiffmeta
+from .raster import raster
 from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size, ifd_chain,
                       row_entries)
 from .tiles import TileData
 
-EXTENSION = ".tif"
+EXTENSION = ".tif"  # what the view shows
+WRITTEN_EXTENSIONS = (".tif", ".tiff")  # what a writer may name a new file (any case): dataset = the stem
 BIGTIFF_AT = 1 << 32  # classic TIFF offsets are 32-bit
 SOFTWARE = "polyfs"
 
 
 @dataclass(frozen=True)
 class TiffImage:
-    """What one TIFF shows: ``npages`` tiled planes of one sample per pixel."""
+    """What one TIFF shows: ``npages`` tiled planes of ``samples`` samples per pixel (contig)."""
 
     height: int
     width: int
@@ -57,6 +58,9 @@ class TiffImage:
     compression: int
     description: str | None = None  # ImageDescription of the first page
     resolution: tuple[tuple[int, int], tuple[int, int], int] = ((1, 1), (1, 1), 1)
+    samples: int = 1  # SamplesPerPixel
+    photometric: int = PHOTOMETRIC_MINISBLACK
+    extra: tuple[int, ...] = ()  # ExtraSamples
 
     @property
     def endian(self) -> str:
@@ -80,18 +84,20 @@ class TiffImage:
         out = {
             "ImageWidth": entry("ImageWidth", self.width, e, big),
             "ImageLength": entry("ImageLength", self.height, e, big),
-            "BitsPerSample": entry("BitsPerSample", 8 * dt.itemsize, e, big),
+            "BitsPerSample": entry("BitsPerSample", [8 * dt.itemsize] * self.samples, e, big),
             "Compression": entry("Compression", self.compression, e, big),
-            "PhotometricInterpretation": entry("PhotometricInterpretation", PHOTOMETRIC_MINISBLACK, e, big),
-            "SamplesPerPixel": entry("SamplesPerPixel", 1, e, big),
+            "PhotometricInterpretation": entry("PhotometricInterpretation", self.photometric, e, big),
+            "SamplesPerPixel": entry("SamplesPerPixel", self.samples, e, big),
             "XResolution": entry("XResolution", xres, e, big),
             "YResolution": entry("YResolution", yres, e, big),
             "PlanarConfiguration": entry("PlanarConfiguration", 1, e, big),
             "ResolutionUnit": entry("ResolutionUnit", unit, e, big),
             "TileWidth": entry("TileWidth", self.tile[1], e, big),
             "TileLength": entry("TileLength", self.tile[0], e, big),
-            "SampleFormat": entry("SampleFormat", SAMPLE_FORMAT[dt.kind], e, big),
+            "SampleFormat": entry("SampleFormat", [SAMPLE_FORMAT[dt.kind]] * self.samples, e, big),
         }
+        if self.extra:
+            out["ExtraSamples"] = entry("ExtraSamples", list(self.extra), e, big)
         if self.description:
             out["ImageDescription"] = entry("ImageDescription", self.description, e, big)
         out["Software"] = entry("Software", SOFTWARE, e, big)
@@ -148,11 +154,13 @@ def needs_bigtiff(file_size: int) -> bool:
 def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile: tuple[int, int],
                   compression: int) -> TiffImage:
     """The :class:`TiffImage` of one dataset (OME-XML, resolution) for given tiles."""
-    dims = ds.shape.array_shape
-    dtype = tiff_dtype(ds)
-    meta = tiffmeta.describe(ds, parent, name, title, dtype)
-    return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), dtype, tuple(tile),
-                     compression, meta.description, meta.resolution)
+    r = raster(ds)
+    if r is None:
+        raise InvalidInput(f"{title}: not an image")
+    dims = r.shape
+    meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples)
+    return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), r.sample, tuple(tile),
+                     compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra)
 
 
 def compose(image: TiffImage, tiles: TileData) -> VFile:
@@ -175,17 +183,25 @@ def compose(image: TiffImage, tiles: TileData) -> VFile:
     raise AssertionError("unreachable")
 
 
+def written_stem(name: str) -> str | None:
+    """The dataset a file ``name`` written into the view stands for: its stem when it ends in
+    ``.tif`` or ``.tiff`` in any case (``a.TIFF`` -> ``a``, shown back as ``a.tif``), else None."""
+    if name.startswith("."):
+        return None
+    low = name.lower()
+    for ext in WRITTEN_EXTENSIONS:
+        if low.endswith(ext) and len(name) > len(ext):
+            return name[: -len(ext)]
+    return None
+
+
 # -- which datasets ---------------------------------------------------------------
 def tiff_dtype(ds: Dataset) -> np.dtype:
-    return ds.type.numpy()
+    """One sample's numpy type (complex for ``{r, i}`` compounds)."""
+    r = raster(ds)
+    return r.sample if r is not None else ds.type.numpy()
 
 
 def image_like(ds: Dataset) -> bool:
-    """At least two non-empty dimensions of a numeric type TIFF can hold."""
-    t = resolved(ds.type)
-    dims = ds.shape.array_shape
-    if ds.shape.kind != "simple" or len(dims) < 2 or any(d == 0 for d in dims):
-        return False
-    if isinstance(t, EnumType):
-        return t.is_bool
-    return isinstance(t, (IntType, FloatType)) and t.is_numeric  # not bit layouts numpy lacks
+    """At least two non-empty dimensions of a numeric type TIFF can hold (raster.py)."""
+    return raster(ds) is not None

@@ -63,7 +63,8 @@ from ...writes.protocol import (
     DocumentChanges,
     WrittenFile,
 )
-from .image import EXTENSION
+from .image import written_stem
+from .raster import sample_dtype
 from .segments import SegmentCache, Segments
 from .source import SeriesLayout, TiffImporter, geometry, image_attributes
 from .written import (
@@ -73,6 +74,7 @@ from .written import (
     frames,
     one_series,
     open_tiff,
+    pages_beyond,
     reading,
     renamed,
 )
@@ -106,14 +108,13 @@ class TiffIngester:
         """``<group>/<name>.tif`` in an existing group of a domain."""
         if t.domain is None or not isinstance(t.obj, Group) or len(t.rest) != 1:
             return False
-        name = t.rest[0]
-        return name.endswith(EXTENSION) and len(name) > len(EXTENSION) and not name.startswith(".")
+        return written_stem(t.rest[0]) is not None
 
     def document_path(self, t: Any) -> str | None:
         """The dataset ``<group>/<name>.tif`` shows (``rm`` deletes it), if there is one."""
         if not self.is_document(t):
             return None
-        path = t.child_path(t.rest[0][: -len(EXTENSION)])
+        path = t.child_path(written_stem(t.rest[0]))
         try:
             return path if isinstance(t.model.resolve(path), Dataset) else None
         except NotFound:
@@ -127,19 +128,27 @@ class TiffIngester:
 
     # -- what a file changes -------------------------------------------------------------
     def document_changes(self, t: Any, src: WrittenFile, where: str) -> DocumentChanges:
-        name = t.rest[0][: -len(EXTENSION)]
+        name = written_stem(t.rest[0])
+        assert name is not None
         parent: Group = t.obj
         existing = self._existing(t, parent, name, where)
         with reading(where):
             check_chain(src, where)
-            with open_tiff(src) as tif:
+            tif = open_tiff(src)
+            try:
+                appended = pages_beyond(tif) > 0
+                if appended:  # pages appended after those its description lists: a longer stack
+                    tif.close()
+                    tif = open_tiff(src, generic=True)
                 if existing is None:
                     return self._new(t, parent, name, tif, src, where)
                 if getattr(src, "based", False):
                     changes = self._in_place(t, existing, tif, src, where)
                     if changes is not None:
                         return changes
-                return self._replace(t, existing, tif, src, where)
+                return self._replace(t, existing, tif, src, where, appended)
+            finally:
+                tif.close()
 
     def _existing(self, t: Any, parent: Group, name: str, where: str) -> Dataset | None:
         link = parent.links.get(name)
@@ -160,6 +169,7 @@ class TiffIngester:
         writer = VerifyingWriter(self.catalog, t.model.domain)
         imp = TiffImporter(Path(where), writer, _options(where))  # type: ignore[arg-type]
         imp.size = src.size()
+        imp.unlimited = True  # a dataset made through the view grows and shrinks freely (as Zarr's)
         try:
             job = imp.plan_series(tif, series, None, parent=None)
             imp.write_series(tif, job, Progress(0, "", False))
@@ -178,14 +188,18 @@ class TiffIngester:
         base = getattr(src, "base", None)
         if base is None:
             return None
-        pages = frames(tif)
+        try:
+            pages = frames(tif)
+        except RuntimeError:  # tifffile: a page laid out unlike the first ("incompatible keyframe")
+            return None
         if not pages or any(not hasattr(p, "dataoffsets") for p in pages):
             return None
         key = pages[0]
         geo = geometry(key)
         dims = ds.shape.array_shape
-        lead = tuple(dims[:-2])
-        if geo.dims != tuple(dims[-2:]) or len(pages) != math.prod(lead):
+        nplane = len(geo.dims)  # (Y, X), with samples (Y, X, S)
+        lead = tuple(dims[:-nplane])
+        if len(dims) < nplane or geo.dims != tuple(dims[-nplane:]) or len(pages) != math.prod(lead):
             return None
         dtype = _dtype(key, tif)
         if dtype is None or not _same_type(ds, dtype):
@@ -266,25 +280,29 @@ class TiffIngester:
             block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks))
         region = chunk_region(ds, coords)
         view = block[tuple(slice(0, s.stop - s.start) for s in region)]
-        part = img.read(src, region, where, only=segs, out=view.astype(img.dtype))
-        view[...] = part
+        part = img.read(src, region, where, only=segs, out=_as_values(view, img.dtype))
+        view[...] = values.complex_pairs(part)
         return _encode(ds, pipe, block)
 
     # -- an existing dataset, written anew ---------------------------------------------------
-    def _replace(self, t: Any, ds: Dataset, tif: Any, src: ByteSource, where: str) -> DocumentChanges:
+    def _replace(self, t: Any, ds: Dataset, tif: Any, src: ByteSource, where: str,
+                 appended: bool = False) -> DocumentChanges:
         series = one_series(tif, where)
         imp = TiffImporter(Path(where), None, _options(where))  # type: ignore[arg-type]
         imp.size = src.size()
-        lay: SeriesLayout = imp.layout(tif, series, t.child_path(t.rest[0][: -len(EXTENSION)]))
-        what = f"dataset {t.child_path(t.rest[0][: -len(EXTENSION)])}"
+        path = t.child_path(written_stem(t.rest[0]))
+        lay: SeriesLayout = imp.layout(tif, series, path)
+        what = f"dataset {path}"
         if not _same_type(ds, lay.np_dtype):
             raise InvalidInput(f"{where}: the data type of {what} cannot change "
                                f"({stored_dtype(ds)} -> {lay.np_dtype})")
         dims = lay.dims
         have = ds.shape.array_shape
         if len(dims) != len(have):
+            hint = (f" (pages appended to the file make a stack of {dims[0]} pages; only a dataset of one "
+                    f"page dimension grows so)") if appended else ""
             raise InvalidInput(f"{where}: {what} has {len(have)} dimensions {list(have)}; the file's image "
-                               f"has {len(dims)} {list(dims)}")
+                               f"has {len(dims)} {list(dims)}{hint}")
         maxdims = ds.shape.maxdims or have
         if any(m is not None and d > m for d, m in zip(dims, maxdims)):
             raise InvalidInput(f"{where}: shape {list(dims)} exceeds the maximum shape "
@@ -318,7 +336,7 @@ class TiffIngester:
                 _check_segment(target, img, src, n, t_, where)
                 return coords, True
             block = img.read(src, chunk_region(target, coords), where, cache=cache)
-            return coords, not bool(np.all(block == fill.astype(block.dtype)))
+            return coords, not bool(np.all(block == _as_values(fill, block.dtype)))
 
         grid = target.grid
         results = _each(check, itertools.product(*(range(g) for g in grid)))
@@ -350,7 +368,8 @@ class TiffIngester:
                      coords: tuple[int, ...], where: str, cache: SegmentCache | None = None) -> bytes:
         region = chunk_region(ds, coords)
         block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks))
-        block[tuple(slice(0, s.stop - s.start) for s in region)] = img.read(src, region, where, cache=cache)
+        block[tuple(slice(0, s.stop - s.start) for s in region)] = \
+            values.complex_pairs(img.read(src, region, where, cache=cache))
         return _encode(ds, pipe, block)
 
     @staticmethod
@@ -380,6 +399,9 @@ def _dtype(page: Any, tif: Any) -> np.dtype | None:
 
 
 def _same_type(ds: Dataset, dtype: np.dtype) -> bool:
+    if dtype.kind == "c":  # complex: stored as the {r, i} compound
+        have_c = sample_dtype(ds)
+        return have_c is not None and have_c.kind == "c" and have_c.itemsize == dtype.itemsize
     have = stored_dtype(ds)
     if have.kind == dtype.kind and have.itemsize == dtype.itemsize:
         return True
@@ -425,8 +447,17 @@ def _chunks_of(ds: Dataset, box: tuple[slice, ...]) -> Iterator[tuple[int, ...]]
     return itertools.product(*ranges)
 
 
+def _as_values(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Stored elements as values of ``dtype`` (a copy): ``{r, i}`` compounds as complex."""
+    if dtype.kind == "c" and block.dtype.names:
+        half = block.dtype[0]
+        order = half.byteorder if half.byteorder in "<>" else "="
+        block = np.ascontiguousarray(block).view(np.dtype(f"{order}c{2 * half.itemsize}")).reshape(block.shape)
+    return block.astype(dtype)
+
+
 def _encode(ds: Dataset, pipe: Pipeline, block: np.ndarray) -> bytes:
-    raw = np.ascontiguousarray(block, dtype=stored_dtype(ds)).tobytes()
+    raw = values.as_layout(block, stored_dtype(ds)).tobytes()
     return pipe.encode(raw) if not pipe.is_identity else raw
 
 

@@ -87,7 +87,8 @@ _TIME_UNITS = {
     "hour": ("h", 3600.0), "h": ("h", 3600.0),
 }
 OME_PIXEL_TYPES = {"u1": "uint8", "u2": "uint16", "u4": "uint32", "i1": "int8", "i2": "int16",
-                   "i4": "int32", "f4": "float", "f8": "double", "b1": "uint8"}
+                   "i4": "int32", "f4": "float", "f8": "double", "b1": "uint8",
+                   "c8": "complex", "c16": "double-complex"}
 OME_NS = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
 
 
@@ -235,8 +236,9 @@ def _units(v: Any, rank: int) -> list[str | None]:
 
 def physical_sizes(ds: Dataset, parent: Group | None, name: str,
                    letters: Sequence[str]) -> list[tuple[float, str] | None]:
-    """(size, OME unit symbol) per dimension where known."""
-    rank = ds.rank
+    """(size, OME unit symbol) per dimension of the image (``letters``: the dataset's dims, or
+    all but a last samples dim) where known."""
+    rank = len(letters)
     spatial = [x in ("Z", "Y", "X") for x in letters]
     sizes: list[float | None] | None = None
     units: list[str | None] = [None] * rank
@@ -364,17 +366,24 @@ def shaped_json(axes: Sequence[Axis]) -> str:
     return json.dumps(meta)
 
 
-def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np.dtype) -> ImageMeta:
-    """Axes, pixel sizes and the first page's ImageDescription of one dataset."""
+def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np.dtype,
+             samples: int = 1) -> ImageMeta:
+    """Axes, pixel sizes and the first page's ImageDescription of one dataset. An image of
+    several samples per pixel (the dataset's last dim) gets tifffile's shaped description
+    with axes ``...YXS`` (what tifffile writes for RGB), its pixel sizes those of the rest."""
     dims = ds.shape.array_shape
-    names = axis_names(ds, parent, name)
+    if samples > 1:
+        dims = dims[:-1]
+    names = axis_names(ds, parent, name)[:len(dims)]
     letters = assign_letters(names)
-    ome_ok = letters is not None and (dtype.kind + str(dtype.itemsize)) in OME_PIXEL_TYPES
+    ome_ok = letters is not None and (dtype.kind + str(dtype.itemsize)) in OME_PIXEL_TYPES and samples == 1
     if letters is None:
         letters = ["Q"] * (len(dims) - 2) + ["Y", "X"]
     phys = physical_sizes(ds, parent, name, letters)
     axes = tuple(Axis(letter, int(n), p[0] if p else None, p[1] if p else None)
                  for letter, n, p in zip(letters, dims, phys))
+    if samples > 1:
+        return ImageMeta(axes, "shaped", shaped_json((*axes, Axis("S", samples))), resolution_tags(axes))
     if ome_ok:
         return ImageMeta(axes, "ome", ome_xml(title, axes, dtype), resolution_tags(axes))
     return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))

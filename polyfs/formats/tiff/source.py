@@ -34,7 +34,7 @@ from ...codecs.registry import DEFLATE, ZSTD, Filter
 from ...codecs.sniff import sniff
 from ...errors import InvalidInput, SourceError, UnsupportedType
 from ...model import types as T
-from ...model.schema import Shape
+from ...model.schema import UNLIMITED, Shape
 from ...model.writer import DomainWriter
 from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  padded, stored_pipeline_filters, write_decoded)
@@ -48,6 +48,7 @@ HEADERS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 COPY_COMPRESSIONS = {8: DEFLATE, 32946: DEFLATE, 50000: ZSTD}  # TIFF code -> HDF5 filter
 MIN_STRIP_BYTES = 64 << 10
 DEFAULT_LEVELS = {DEFLATE: 6, ZSTD: 3}
+JPEG_COMPRESSIONS = (6, 7, 34892)  # old-style JPEG, JPEG, lossy JPEG (DNG): decoded YCbCr is RGB
 
 
 def is_tiff_header(head: bytes) -> bool:
@@ -142,6 +143,10 @@ def series_layout(tif, series, pages: list | None = None) -> SeriesLayout:
 
 
 class TiffImporter:
+    # datasets made with no maximum shape (those a file written into the view makes, like the
+    # Zarr and N5 views' new arrays); ``polyfs import`` keeps the file's extent as the maximum
+    unlimited = False
+
     def __init__(self, path: Path, writer: DomainWriter, opts: ImportOptions) -> None:
         self.path = Path(path)
         self.writer = writer
@@ -216,8 +221,9 @@ class TiffImporter:
             filters = stored_pipeline_filters(self.opts, dtype, chunks)
         if parent is _ROOT:
             parent = self.writer.root
-        ds = self.writer.add_dataset(parent, name if parent is not None else None, dtype, Shape("simple", dims),
-                                     chunks, filters)
+        maxdims = tuple(UNLIMITED for _ in dims) if self.unlimited else None
+        ds = self.writer.add_dataset(parent, name if parent is not None else None, dtype,
+                                     Shape("simple", dims, maxdims), chunks, filters)
         self._attrs(tif, series, key, ds, axes)
         nchunks = len(pages) * math.prod(geo.grid) if copy_filters is not None else ds.nchunks
         return {"ds": ds, "pages": pages, "geo": geo, "lead": lead, "copy": copy_filters is not None,
@@ -359,9 +365,13 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
     if series.name:
         out["name"] = (vl, Shape("scalar"), str(series.name))
     try:
-        out["photometric"] = (vl, Shape("scalar"), key.photometric.name)
+        photometric = key.photometric.name
     except AttributeError:
-        pass
+        photometric = None
+    if photometric == "YCBCR" and int(getattr(key, "compression", 1)) in JPEG_COMPRESSIONS:
+        photometric = "RGB"  # the JPEG codec hands YCbCr data over as RGB: what is stored
+    if photometric is not None:
+        out["photometric"] = (vl, Shape("scalar"), photometric)
     tags = key.tags if hasattr(key, "tags") else {}
     xres, yres = tags.get("XResolution"), tags.get("YResolution")
     if xres is not None and yres is not None:

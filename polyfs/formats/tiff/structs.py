@@ -84,6 +84,7 @@ TAGS: dict[str, Tag] = {t.name: t for t in (
     Tag(323, "TileLength", LONG),
     Tag(324, "TileOffsets", LONG, LONG8),
     Tag(325, "TileByteCounts", LONG, LONG8),
+    Tag(338, "ExtraSamples", SHORT),
     Tag(339, "SampleFormat", SHORT),
 )}
 TAG_NAMES: dict[int, str] = {t.code: t.name for t in TAGS.values()}
@@ -92,7 +93,7 @@ TAG_NAMES: dict[int, str] = {t.code: t.name for t in TAGS.values()}
 COMPRESSION_NONE, COMPRESSION_DEFLATE, COMPRESSION_ZSTD = 1, 8, 50000
 PHOTOMETRIC_MINISBLACK = 1
 RESUNIT_NONE, RESUNIT_INCH, RESUNIT_CENTIMETER = 1, 2, 3
-SAMPLE_FORMAT = {"u": 1, "b": 1, "i": 2, "f": 3}  # numpy kind -> SampleFormat
+SAMPLE_FORMAT = {"u": 1, "b": 1, "i": 2, "f": 3, "c": 6}  # numpy kind -> SampleFormat (6: complex IEEE)
 
 
 # -- headers and IFD framing, classic and BigTIFF ---------------------------

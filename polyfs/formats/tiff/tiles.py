@@ -56,12 +56,12 @@ import numpy as np
 
 from ...codecs.pipeline import Pipeline
 from ...errors import NotFound, SchemaError
-from ...model import values
 from ...model.chunks import ChunkIndex
 from ...parallel import bounded_map
 from ...model.schema import Dataset
 from ...vfile import ChunkRun, ProducedPiece, Segment
 from ...views.transcode import fetch_chunk
+from .raster import Raster, fill_pixels, raster
 from .structs import COMPRESSION_DEFLATE, COMPRESSION_NONE
 
 MAX_TILE = 2048  # largest tile edge made of whole chunks before tiles straddle chunk edges
@@ -175,14 +175,24 @@ def _ravel_one(coords: tuple[int, ...], dims: tuple[int, ...]) -> int:
     return out
 
 
+def _raster(ds: Dataset) -> Raster:
+    r = raster(ds)
+    if r is None:
+        raise SchemaError(f"dataset {ds.id}: not an image")
+    return r
+
+
 # -- zero-copy ---------------------------------------------------------------------
 def zero_copy(ds: Dataset, idx: ChunkIndex | None, pipe: Pipeline) -> bool:
     """Are the stored chunks (or their planes) valid TIFF tiles? Pure: ``idx`` is not needed."""
     code = tiff_code(pipe)
-    cy, cx = ds.chunks[-2:]
+    r = raster(ds)
+    if r is None:
+        return False
+    cy, cx = r.chunks[-2:]
     if code is None or cy % 16 or cx % 16:
         return False
-    return code == COMPRESSION_NONE or all(c == 1 for c in ds.chunks[:-2])
+    return code == COMPRESSION_NONE or all(c == 1 for c in r.chunks[:-2])
 
 
 def tile_sources(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -193,11 +203,12 @@ def tile_sources(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
     for one-plane chunks). A polyglot file that places chunk ``i`` at offset
     ``at[i]`` has its tile offsets at ``at[linear] + plane * plane_bytes``.
     """
-    geo = Geometry(ds.shape.array_shape, ds.chunks, ds.grid, ds.chunks[-2:])
-    lead_chunks = np.asarray(ds.chunks[:-2], dtype=np.int64)
+    ras = _raster(ds)
+    geo = Geometry(ras.shape, ras.chunks, ras.grid, ras.chunks[-2:])
+    lead_chunks = np.asarray(ras.chunks[:-2], dtype=np.int64)
     pages = geo.page_coords()
     r, c = np.divmod(np.arange(geo.ntiles, dtype=np.int64), geo.tiles_across)
-    grid = np.asarray(ds.grid, dtype=np.int64)
+    grid = np.asarray(ras.grid, dtype=np.int64)
     if len(lead_chunks):
         lead_lin = _ravel(pages // lead_chunks, grid[:len(lead_chunks)])
         within = _ravel(pages % lead_chunks, lead_chunks)
@@ -209,16 +220,17 @@ def tile_sources(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
 
 def zero_copy_tiles(ds: Dataset, idx: ChunkIndex, pipe: Pipeline) -> tuple[Geometry, TileData]:
     """Tiles that are the stored chunk objects (or planes of uncompressed ones)."""
-    geo = Geometry(ds.shape.array_shape, ds.chunks, ds.grid, ds.chunks[-2:])
+    r = _raster(ds)
+    geo = Geometry(r.shape, r.chunks, r.grid, r.chunks[-2:])
     identity = pipe.is_identity
-    plane_bytes = ds.chunks[-2] * ds.chunks[-1] * ds.type.itemsize
+    plane_bytes = r.chunks[-2] * r.chunks[-1] * r.pixel_bytes
     if identity and len(idx) and np.any(idx.sizes != ds.chunk_nbytes):
         bad = int(idx.linear[np.argmax(idx.sizes != ds.chunk_nbytes)])
         raise SchemaError(f"dataset {ds.id}: uncompressed chunk {idx.key(bad)} is not "
                           f"{ds.chunk_nbytes} bytes long")
     run = ChunkRun(idx, idx.linear, idx.sizes)
     linear, within = tile_sources(ds)
-    fill_raw = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks[-2:])).tobytes()
+    fill_raw = fill_pixels(ds, r, tuple(r.chunks[-2:])).tobytes()
     fill_tile = pipe.encode(fill_raw)
     rel = np.full(linear.shape, -1, dtype=np.int64)
     counts = np.full(linear.shape, len(fill_tile), dtype=np.int64)
@@ -248,17 +260,21 @@ class TranscodePlan:
     block: tuple[int, ...] = field(init=False)  # pages of a group along each leading dim
 
     def __post_init__(self) -> None:
-        shape = self.ds.shape.array_shape
-        ty = tile_axis(shape[-2], self.ds.chunks[-2])
-        tx = tile_axis(shape[-1], self.ds.chunks[-1])
-        self.geo = Geometry(shape, self.ds.chunks, self.ds.grid, (ty, tx))
-        lead_chunks = self.ds.chunks[:-2]
+        r = raster(self.ds)
+        if r is None:
+            raise SchemaError(f"dataset {self.ds.id}: not an image")
+        self.r = r
+        shape = self.r.shape
+        ty = tile_axis(shape[-2], self.r.chunks[-2])
+        tx = tile_axis(shape[-1], self.r.chunks[-1])
+        self.geo = Geometry(shape, self.r.chunks, self.r.grid, (ty, tx))
+        lead_chunks = self.r.chunks[:-2]
         self.block = tuple(1 for _ in lead_chunks) if self.pipe.is_identity else tuple(lead_chunks)
-        self.dtype = self.ds.type.numpy()
+        self.dtype = r.pixel  # one pixel (all its samples): a chunk's plane is (cy, cx) of them
         self.compression = COMPRESSION_NONE if self.level == 0 else COMPRESSION_DEFLATE
         self.tile_raw = ty * tx * self.dtype.itemsize
-        self.fill_value = values.fill_array(self.ds.type, self.ds.fill_value, ())
-        self.fill_tile = self.encode(np.full((ty, tx), self.fill_value, dtype=self.dtype).tobytes())
+        self.fill_value = fill_pixels(self.ds, r, ())
+        self.fill_tile = self.encode(fill_pixels(self.ds, r, (ty, tx)).tobytes())
         self.bgrid = tuple(-(-n // b) for n, b in zip(self.geo.lead, self.block))
         self.ngroups = math.prod(self.bgrid) * self.geo.ntiles
         self.serial = next(_PLAN_SERIAL)
@@ -279,17 +295,17 @@ class TranscodePlan:
         return [range(bi * n, min((bi + 1) * n, extent)) for bi, n, extent in zip(b, self.block, self.geo.lead)]
 
     def _axis_chunks(self, t: int, axis: int) -> range:
-        edge, c, g = self.geo.tile[axis], self.ds.chunks[axis - 2], self.ds.grid[axis - 2]
+        edge, c, g = self.geo.tile[axis], self.r.chunks[axis - 2], self.r.grid[axis - 2]
         return range((t * edge) // c, min(-(-((t + 1) * edge) // c), g))
 
     def sources(self, gid: int) -> list[tuple[int, int, int]]:
         """(linear, chunk row, chunk col) of the chunks a group reads that exist."""
         b, r, c = self.group_coords(gid)
-        lead_chunk = tuple(bi * n // lc for bi, n, lc in zip(b, self.block, self.ds.chunks[:-2]))
+        lead_chunk = tuple(bi * n // lc for bi, n, lc in zip(b, self.block, self.r.chunks[:-2]))
         out = []
         for i in self._axis_chunks(r, 0):
             for j in self._axis_chunks(c, 1):
-                lin = _ravel_one((*lead_chunk, i, j), self.ds.grid)
+                lin = _ravel_one((*lead_chunk, i, j), self.r.grid)
                 if self._exists(lin):
                     out.append((lin, i, j))
         return out
@@ -330,11 +346,11 @@ class TranscodePlan:
     def _single_chunk(self, gid: int) -> tuple[int, int] | None:
         """(chunk linear index, pages) when the group's pixels are exactly the first
         ``pages`` planes of one stored chunk, in the chunk's own byte order; else None."""
-        if self.geo.tile != tuple(self.ds.chunks[-2:]):
+        if self.geo.tile != tuple(self.r.chunks[-2:]):
             return None
         b, r, c = self.group_coords(gid)
-        lin = _ravel_one((*(bi * n // lc for bi, n, lc in zip(b, self.block, self.ds.chunks[:-2])), r, c),
-                         self.ds.grid)
+        lin = _ravel_one((*(bi * n // lc for bi, n, lc in zip(b, self.block, self.r.chunks[:-2])), r, c),
+                         self.r.grid)
         if not self._exists(lin):
             return None
         counts = [len(p) for p in self.group_pages(b)]
@@ -345,9 +361,9 @@ class TranscodePlan:
     def _plane(self, ctx: Any, key: str, gid: int) -> bytes:
         """One page of an uncompressed chunk (groups of identity pipelines are single pages)."""
         pages = self.group_pages(self.group_coords(gid)[0])
-        within = [p.start % lc for p, lc in zip(pages, self.ds.chunks[:-2])]
-        k = _ravel_one(tuple(within), tuple(self.ds.chunks[:-2])) if within else 0
-        plane_bytes = self.ds.chunks[-2] * self.ds.chunks[-1] * self.dtype.itemsize
+        within = [p.start % lc for p, lc in zip(pages, self.r.chunks[:-2])]
+        k = _ravel_one(tuple(within), tuple(self.r.chunks[:-2])) if within else 0
+        plane_bytes = self.r.chunks[-2] * self.r.chunks[-1] * self.dtype.itemsize
         try:
             raw = ctx.store.get_range(key, k * plane_bytes, plane_bytes)
         except NotFound:
@@ -363,7 +379,7 @@ class TranscodePlan:
         counts = tuple(len(p) for p in pages)
         npg = math.prod(counts)
         ty, tx = self.geo.tile
-        cy, cx = self.ds.chunks[-2:]
+        cy, cx = self.r.chunks[-2:]
         region = np.empty((npg, ty, tx), dtype=self.dtype)
         y0, x0 = r * ty, c * tx
         sources = self.sources(gid)
@@ -375,7 +391,7 @@ class TranscodePlan:
                 block = np.frombuffer(self._plane(ctx, key, gid), dtype=self.dtype).reshape(1, cy, cx)
             else:
                 raw = self.pipe.decode(fetch_chunk(ctx, key), self.ds.chunk_nbytes)
-                arr = np.frombuffer(raw, dtype=self.dtype).reshape(self.ds.chunks)
+                arr = np.frombuffer(raw, dtype=self.dtype).reshape(self.r.chunks)
                 arr = arr[tuple(slice(0, n) for n in counts)]
                 block = arr.reshape(npg, cy, cx)
             # intersect chunk (i, j) with the tile's plane region
@@ -388,8 +404,8 @@ class TranscodePlan:
         """Do the chunks found fill the whole tile (so no fill value needs writing first)?
         Tiles past the array's edge and tiles with a missing chunk do not."""
         ty, tx = self.geo.tile
-        cy, cx = self.ds.chunks[-2:]
-        ny, nx = self.ds.grid[-2:]
+        cy, cx = self.r.chunks[-2:]
+        ny, nx = self.r.grid[-2:]
         if y0 + ty > ny * cy or x0 + tx > nx * cx:
             return False
         rows = range(y0 // cy, -(-(y0 + ty) // cy))
@@ -418,13 +434,13 @@ class TranscodePlan:
 
     def has_data(self) -> np.ndarray:
         """Per group (in group order): does any of its source chunks exist?"""
-        grid = self.ds.grid
+        grid = self.r.grid
         exists = np.zeros(math.prod(grid), dtype=np.int32)
         exists[self.idx.linear] = 1
         e = exists.reshape(grid)
         for axis in (-2, -1):  # chunks -> tile rows, then tile columns (ranges may overlap)
             t = np.arange(self.geo.tiles_down if axis == -2 else self.geo.tiles_across)
-            edge, c, g = self.geo.tile[axis], self.ds.chunks[axis], grid[axis]
+            edge, c, g = self.geo.tile[axis], self.r.chunks[axis], grid[axis]
             a = np.minimum(t * edge // c, g)
             b = np.minimum(-(-((t + 1) * edge) // c), g)
             cs = np.concatenate([np.zeros_like(np.take(e, [0], axis=axis)), np.cumsum(e, axis=axis)], axis=axis)
@@ -432,7 +448,7 @@ class TranscodePlan:
         nlead = len(self.geo.lead)
         if nlead and self.pipe.is_identity:  # groups are pages: page -> its chunk along each leading dim
             for axis in range(nlead):
-                e = np.take(e, np.arange(self.geo.lead[axis]) // self.ds.chunks[axis], axis=axis)
+                e = np.take(e, np.arange(self.geo.lead[axis]) // self.r.chunks[axis], axis=axis)
         return (e > 0).reshape(-1)
 
     def tiles(self, ctx: Any) -> TileData:

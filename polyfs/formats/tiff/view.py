@@ -1,8 +1,9 @@
 """The TIFF view: ``MNT/tiff/<stem>/<dataset path>.tif``, one tiled TIFF per image.
 
 Every dataset with at least two dimensions and a numeric type (u/int 8-64,
-float 16/32/64, bool as uint8) is a TIFF: the last two dimensions are the
-image plane, the leading ones become pages (one IFD per plane, C order),
+float 16/32/64, complex, bool as uint8) is a TIFF: the last two dimensions are the
+image plane (before a samples axis: RGB and other contig samples, raster.py),
+the leading ones become pages (one IFD per plane, C order),
 described by OME-XML (or tifffile's shaped JSON; see tiffmeta.py for the axes,
 pixel sizes and why). The file's byte order is the dataset's (``MM`` for
 big-endian data, ``II`` otherwise); it is BigTIFF when it would reach
@@ -40,6 +41,7 @@ from ...views import chunkserve as cs
 from ...views.base import DirNode, FileNode, Node, ViewContext
 from ..polyglot import file as polyglot
 from .image import EXTENSION, compose, dataset_image, image_like
+from .raster import raster
 from .tiles import plan_tiles, tiff_code, zero_copy
 
 log = logging.getLogger(__name__)
@@ -56,12 +58,13 @@ def describe(ds: Dataset, pipe: Pipeline, level: int = 0) -> str:
     if zero_copy(ds, None, pipe):
         return "zero-copy"
     why = []
+    chunks = raster(ds).chunks  # type: ignore[union-attr]
     if tiff_code(pipe) is None:
         why.append(f"{'+'.join(f.name for f in pipe.filters)} has no TIFF compression code")
-    if any(c != 1 for c in ds.chunks[:-2]) and not pipe.is_identity:
-        why.append(f"chunks are {math.prod(ds.chunks[:-2])} planes deep")
-    if ds.chunks[-1] % 16 or ds.chunks[-2] % 16:
-        why.append(f"chunk plane {ds.chunks[-2]}x{ds.chunks[-1]} is not a multiple of 16")
+    if any(c != 1 for c in chunks[:-2]) and not pipe.is_identity:
+        why.append(f"chunks are {math.prod(chunks[:-2])} planes deep")
+    if chunks[-1] % 16 or chunks[-2] % 16:
+        why.append(f"chunk plane {chunks[-2]}x{chunks[-1]} is not a multiple of 16")
     target = "uncompressed tiles" if level == 0 else f"deflate level {level}"
     return f"transcoded ({'; '.join(why)}) to {target}"
 

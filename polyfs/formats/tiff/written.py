@@ -108,11 +108,42 @@ def check_chain(src: ByteSource, where: str, limit: int = 1 << 22) -> None:
         pos = fl.next.unpack(src.read(at, fl.next.size))["next"]
 
 
-def open_tiff(src: ByteSource):
+# tifffile's metadata flags that make a series of the pages a description lists
+DESCRIBED = ("is_ome", "is_shaped", "is_imagej")
+
+
+def open_tiff(src: ByteSource, generic: bool = False):
+    """tifffile over a written file; ``generic``: its pages as they are, whatever a description
+    says (pages of one shape are one stack)."""
     import tifffile
 
+    flags = dict.fromkeys(DESCRIBED, False) if generic else {}
     # unbuffered: a buffer would read ahead into tile data the writer never touched
-    return tifffile.TiffFile(SourceReader(src))  # type: ignore[arg-type]
+    return tifffile.TiffFile(SourceReader(src), **flags)  # type: ignore[arg-type]
+
+
+def pages_beyond(tif: Any) -> int:
+    """Full-resolution pages of the key page's shape and type after those the file's described
+    series lists: pages appended to a file whose description predates them (``tiffcp -a``,
+    ``tifffile.imwrite(..., append=True)`` onto the view's file). Reduced-resolution pages
+    (pyramid levels, NewSubfileType bit 0) are not counted."""
+    series = [s for s in tif.series if s is not None and len(s.pages)]
+    if len(series) != 1 or not any(getattr(tif, f, False) for f in DESCRIBED):
+        return 0
+    listed = len(series[0].pages)
+    total = len(tif.pages)
+    if total <= listed:
+        return 0
+    key = series[0].keyframe
+    extra = 0
+    for i in range(listed, total):
+        p = tif.pages[i]
+        p = p.aspage() if p is not None else None  # a frame: its own tags
+        if p is None or int(getattr(p, "subfiletype", 0)) & 1:
+            continue
+        if tuple(p.shaped) == tuple(key.shaped) and np.dtype(p.dtype) == np.dtype(key.dtype):
+            extra += 1
+    return extra
 
 
 def one_series(tif, where: str):

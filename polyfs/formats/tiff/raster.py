@@ -1,0 +1,131 @@
+"""Which datasets are TIFF images, and as what: pages of (height, width) pixels of one or more samples.
+
+A dataset with at least two non-empty dimensions of a numeric type is an image:
+its last two dimensions are the plane, the leading ones pages. Two cases differ:
+
+- **samples per pixel** (RGB, RGBA, any ``(..., H, W, S)`` image a TIFF with
+  SamplesPerPixel > 1 and PlanarConfiguration 1 makes): the last dimension is
+  the pixel's samples when the dataset says so, with the attribute ``axes``
+  ending in ``S`` (what the TIFF importer and the view's writes store, tifffile's
+  axes) or ``photometric`` ``RGB`` (any case) with 3 or 4 of them, and one chunk
+  holds all of a pixel's samples (so a chunk's plane is a contiguous TIFF tile).
+  The file then has SamplesPerPixel S, PlanarConfiguration 1 (contig), and
+  PhotometricInterpretation RGB for 3 or 4 samples (the 4th an unassociated
+  alpha, ExtraSamples 2) unless ``photometric`` names another; else
+  MinIsBlack with S-1 unspecified ExtraSamples.
+- **complex numbers**, stored as h5py's ``{r, i}`` compound of two floats (the
+  same bytes as numpy's complex64/128): SampleFormat 6 (complex IEEE float),
+  BitsPerSample 64 or 128, as tifffile and libtiff write them.
+
+Everything planning a file (tiles.py, image.py, the polyglot file) sees a
+dataset through its :class:`Raster`: the dims without the samples axis, and a
+pixel type of ``S`` samples (a ``V`` dtype of ``S * itemsize`` bytes when S > 1)
+whose bytes are exactly the stored element bytes of one pixel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...model import values
+from ...model.schema import Dataset
+from ...model.types import CompoundType, EnumType, FloatType, IntType, resolved
+from ...views.hdmf import complex_name
+
+MAX_SAMPLES = 16  # a longer last axis with ``axes`` ending in S is shown as pages (ImageJ-like stacks)
+PHOTOMETRIC = {"MINISBLACK": 1, "RGB": 2}  # PhotometricInterpretation codes the view writes
+EXTRA_UNSPECIFIED, EXTRA_UNASSOCIATED_ALPHA = 0, 2
+
+
+@dataclass(frozen=True)
+class Raster:
+    """A dataset as TIFF pages: ``shape``/``chunks``/``grid`` without the samples axis."""
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    grid: tuple[int, ...]
+    samples: int  # SamplesPerPixel (the dataset's last dim when > 1)
+    sample: np.dtype  # one sample (complex for {r, i} compounds), the dataset's byte order
+    photometric: int
+    extra: tuple[int, ...]  # ExtraSamples (samples beyond the photometric's own)
+
+    @property
+    def pixel(self) -> np.dtype:
+        """One pixel's bytes as a numpy type (the sample type itself for one sample)."""
+        return self.sample if self.samples == 1 else np.dtype((np.void, self.samples * self.sample.itemsize))
+
+    @property
+    def pixel_bytes(self) -> int:
+        return self.samples * self.sample.itemsize
+
+    @property
+    def lead(self) -> tuple[int, ...]:
+        return self.shape[:-2]
+
+    @property
+    def chunk_nbytes(self) -> int:
+        return int(np.prod(self.chunks, dtype=np.int64)) * self.pixel_bytes
+
+
+def sample_dtype(ds: Dataset) -> np.dtype | None:
+    """The numpy type of one TIFF sample of ``ds``, or None when TIFF cannot hold its type."""
+    t = resolved(ds.type)
+    if isinstance(t, EnumType):
+        return ds.type.numpy() if t.is_bool else None
+    if isinstance(t, (IntType, FloatType)):
+        return ds.type.numpy() if t.is_numeric else None  # not bit layouts numpy lacks
+    if isinstance(t, CompoundType):
+        name = complex_name(t)
+        if name is None:
+            return None
+        order = resolved(t.fields[0][1]).order
+        return np.dtype(name).newbyteorder(">" if order == ">" else "<")
+    return None
+
+
+def raster(ds: Dataset) -> Raster | None:
+    """``ds`` as TIFF pages, or None when it is no image."""
+    dims = tuple(ds.shape.array_shape)
+    if ds.shape.kind != "simple" or len(dims) < 2 or any(d == 0 for d in dims):
+        return None
+    sample = sample_dtype(ds)
+    if sample is None:
+        return None
+    chunks, grid = tuple(ds.chunks), tuple(ds.grid)
+    samples = _samples(ds, dims, chunks)
+    if samples > 1:
+        dims, chunks, grid = dims[:-1], chunks[:-1], grid[:-1]
+    photometric, extra = _photometric(ds, samples)
+    return Raster(dims, chunks, grid, samples, sample, photometric, extra)
+
+
+def _text_attr(ds: Dataset, name: str) -> str | None:
+    a = ds.attributes.get(name)
+    return a.value if a is not None and isinstance(a.value, str) else None
+
+
+def _samples(ds: Dataset, dims: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    """The last dim when it is the pixel's samples (module doc), else 1."""
+    if len(dims) < 3 or not 2 <= dims[-1] <= MAX_SAMPLES or len(chunks) != len(dims) or chunks[-1] != dims[-1]:
+        return 1
+    axes = _text_attr(ds, "axes")
+    if axes is not None and len(axes) == len(dims) and axes.endswith("S"):
+        return dims[-1]
+    photometric = (_text_attr(ds, "photometric") or "").upper()
+    if photometric == "RGB" and dims[-1] in (3, 4):
+        return dims[-1]
+    return 1
+
+
+def _photometric(ds: Dataset, samples: int) -> tuple[int, tuple[int, ...]]:
+    said = (_text_attr(ds, "photometric") or "").upper()
+    if samples in (3, 4) and said in ("", "RGB"):
+        return PHOTOMETRIC["RGB"], (EXTRA_UNASSOCIATED_ALPHA,) * (samples - 3)
+    return PHOTOMETRIC["MINISBLACK"], (EXTRA_UNSPECIFIED,) * (samples - 1)
+
+
+def fill_pixels(ds: Dataset, r: Raster, shape: tuple[int, ...]) -> np.ndarray:
+    """An array of ``shape`` pixels holding the dataset's fill value."""
+    arr = values.fill_array(ds.type, ds.fill_value, (*shape, r.samples) if r.samples > 1 else shape)
+    return np.ascontiguousarray(arr).view(r.pixel).reshape(shape)
