@@ -1,11 +1,12 @@
 """``polyfs check``: verify a store, and rebuild what polyfs derives from it.
 
 The chunk objects and JSON are the truth; polyfs's own data under
-``polyfs/`` (the deflate CRC32 tables) must always be rebuildable from them,
-and an import that crashed before its ``.domain.json`` was written leaves an
-unreachable ``db/<uuid1>/`` prefix behind. ``check`` finds both; ``--repair``
-rebuilds CRC tables and deletes unreachable prefixes (never anything a domain
-refers to).
+``polyfs/`` (the deflate CRC32 tables, the persisted chunk indexes) must always be
+rebuildable from them, and an import that crashed before its ``.domain.json`` was
+written leaves an unreachable ``db/<uuid1>/`` prefix behind. ``check`` finds both;
+``--repair`` rebuilds the derived data and deletes unreachable prefixes (never
+anything a domain refers to). Derived data is judged as its users judge it: a
+persisted index is a fault only if the loader would use it and it is wrong.
 """
 from __future__ import annotations
 
@@ -108,14 +109,18 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
         report.problems.append(f"{where}: {one_line(exc)}")
         return
     idx = catalog.chunk_index(ds)
-    persisted = catalog.persisted_index_matches(ds)
-    if persisted is False:
-        if repair:
-            catalog.chunk_changed(keys.chunk_key(ds.id, (0,) * len(ds.grid or (0,))))
-            idx = catalog.chunk_index(ds)  # listed again, and persisted afresh
-            report.repaired.append(f"{where}: rebuilt its persisted chunk index")
-        else:
-            report.problems.append(f"{where}: persisted chunk index disagrees with the store (run --repair)")
+    # the loader's own test (model/indexcache.py): an index in force that a listing contradicts
+    # is stale, a fault; one whose directory changed since is not used, only listed afresh
+    persisted = catalog.persisted_index_state(ds)
+    if persisted in ("stale", "outdated") and repair:
+        catalog.chunk_changed(keys.chunk_key(ds.id, (0,) * len(ds.grid or (0,))))
+        idx = catalog.chunk_index(ds)  # listed again, and persisted afresh
+        report.repaired.append(f"{where}: rebuilt its {persisted} persisted chunk index")
+    elif persisted == "stale":
+        report.problems.append(f"{where}: persisted chunk index disagrees with the store (run --repair)")
+    elif persisted == "outdated":
+        report.notes.append(f"{where}: persisted chunk index is out of date (its directory changed since; "
+                            "not used, --repair rebuilds it)")
     report.checked["chunks"] += len(idx)
     why = pipeline.undecodable if deep and len(idx) else None
     if why is not None:  # carried as stored; only a reader with the plugin can decode them
@@ -148,14 +153,14 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
             except zlib.error as exc:
                 report.problems.append(f"{where}: chunk {key} is not a valid zlib stream ({exc})")
     if stale:
-        catalog.save_crcs(ds.id, stale)
+        catalog.save_crcs(ds.id, stale, grid=idx.grid)
         report.repaired.append(f"{where}: rebuilt {len(stale)} CRC32 entries")
     # entries for chunks that no longer exist
     present = set(int(x) for x in idx.linear)
     table = catalog.crc_table(ds)
     if len(table) and not set(int(x) for x in table.entries["linear"]) <= present:
         if repair:
-            catalog.prune_crcs(ds.id, present)
+            catalog.prune_crcs(ds.id, present, grid=idx.grid)
             report.repaired.append(f"{where}: dropped CRC32 entries of deleted chunks")
         else:
             report.problems.append(f"{where}: CRC32 table lists deleted chunks (run --repair)")

@@ -312,30 +312,38 @@ class Catalog:
         except PolyfsError as exc:  # derived data: failing to save it only costs time later
             log.warning("cannot save the chunk index of %s: %s", idx.dataset_id, exc)
 
-    def persisted_index_matches(self, dataset: Dataset) -> bool | None:
-        """Whether the persisted index equals a real listing (None: none persisted)."""
+    def persisted_index_state(self, dataset: Dataset) -> str:
+        """What the loader would make of the dataset's persisted index (see indexcache):
+        ``"none"``; ``"outdated"`` (not in force: ignored, listed afresh); ``"in force"``
+        (used, and a real listing agrees); ``"stale"`` (used, but a real listing disagrees)."""
         prefix = keys.dataset_prefix(dataset.id)
         try:
             data = self.store.get(keys.chunk_index_key(dataset.id))
         except NotFound:
-            return None
+            return "none"
         token = self.store.dir_token(prefix)
-        cached = indexcache.decode(data, dataset.id, prefix, storage_grid(dataset.grid), token[0]) if token else None
+        cached = indexcache.decode(data, dataset.id, prefix, storage_grid(dataset.grid), token.token) \
+            if token is not None else None
+        if cached is None:
+            return "outdated"
         records = self.store.list_records([prefix]).get(prefix, b"")
         real = ChunkIndex.from_records(dataset.id, prefix, dataset.grid, records)
-        return cached is not None and np.array_equal(cached.linear, real.linear) \
-            and np.array_equal(cached.sizes, real.sizes)
+        same = np.array_equal(cached.linear, real.linear) and np.array_equal(cached.sizes, real.sizes)
+        return "in force" if same else "stale"
 
     def save_chunk_index(self, dataset: Dataset, linear: np.ndarray, sizes: np.ndarray) -> None:
-        """Persist an index its writer knows to be complete (a new dataset's chunks)."""
+        """Persist an index its writer knows to be complete: a new dataset's chunks, once its
+        ``.dataset.json`` is written too (the token is read after the last write into the
+        directory) and before anything links it (see :func:`indexcache.writer_may_save`)."""
         prefix = keys.dataset_prefix(dataset.id)
         token = self.store.dir_token(prefix)
-        if token is None:
+        if not indexcache.writer_may_save(token, indexcache.now()):
             return
         grid = storage_grid(dataset.grid)
         linear = np.asarray(linear, np.int64)
         coords = np.stack(np.unravel_index(linear, grid), axis=-1) if linear.size else np.zeros((0, len(grid)), np.int64)
-        self._persist_index(ChunkIndex._build(dataset.id, prefix, grid, coords, np.asarray(sizes, np.int64)), token[0])
+        self._persist_index(ChunkIndex._build(dataset.id, prefix, grid, coords, np.asarray(sizes, np.int64)),
+                            token.token)
 
     def chunk_changed(self, key: str) -> None:
         """A chunk is not what the listing said (rewritten behind our back): forget
@@ -350,10 +358,14 @@ class Catalog:
                 self._generations[path] = self._generations.get(path, 0) + 1
         self.invalidate_dataset(did)
         if not self.store.read_only:
-            try:
-                self.store.delete(keys.chunk_index_key(did))
-            except PolyfsError as exc:
-                log.warning("cannot drop the stale chunk index of %s: %s", did, exc)
+            self.drop_persisted_index(did)
+
+    def drop_persisted_index(self, dataset_id: str) -> None:
+        """Delete a dataset's persisted index: its directory changed, or is about to."""
+        try:
+            self.store.delete(keys.chunk_index_key(dataset_id))
+        except PolyfsError as exc:  # left behind, it is only outdated: its token moved
+            log.warning("cannot drop the persisted chunk index of %s: %s", dataset_id, exc)
 
     def declared_pipeline(self, dataset: Dataset) -> Pipeline:
         p = Pipeline.from_json(dataset.filters, _filter_itemsize(dataset), where=f"dataset {dataset.id}")
@@ -381,14 +393,19 @@ class Catalog:
         return p
 
     def crc_table(self, dataset: Dataset) -> CrcTable:
+        """The dataset's CRC32 table, keyed by linear index under its current grid."""
+        grid = storage_grid(dataset.grid)
         with self._lock:
             t = self._crc.get(dataset.id)
-        if t is not None:
+        if t is not None and t.grid == grid:
             return t
-        try:
-            t = CrcTable.from_bytes(self.store.get(keys.crc_table_key(dataset.id)))
-        except NotFound:
-            t = CrcTable.empty()
+        if t is not None:
+            t = t.for_grid(grid)
+        else:
+            try:
+                t = CrcTable.from_bytes(self.store.get(keys.crc_table_key(dataset.id)), grid)
+            except NotFound:
+                t = CrcTable.empty(grid)
         with self._lock:
             self._crc[dataset.id] = t
         return t
@@ -406,21 +423,34 @@ class Catalog:
             self._crc[dataset.id] = self.crc_table(dataset).merged([(linear, adler, crc)])
         return crc
 
-    def save_crcs(self, dataset_id: str, items: Iterable[tuple[int, int, int]], keep_old: bool = False) -> None:
+    def save_crcs(self, dataset_id: str, items: Iterable[tuple[int, int, int]], keep_old: bool = False,
+                  grid: tuple[int, ...] | None = None, removed: Iterable[int] = ()) -> None:
         """Persist ``(linear, adler32, crc32)`` entries for a deflate dataset (``keep_old``: beside
-        the chunks' current entries, see :meth:`CrcTable.merged`)."""
-        items = list(items)
-        if not items:
+        the chunks' current entries, see :meth:`CrcTable.merged`) and drop those of the
+        ``removed`` chunks (deleted); linear indexes count in ``grid`` (the dataset's storage
+        grid; None only where the table's own is meant)."""
+        items, removed = list(items), list(removed)
+        if not items and not removed:
             return
-        self._update_crcs(dataset_id, lambda current: current.merged(items, keep_old=keep_old))
+        self._update_crcs(dataset_id, lambda current: current.without(removed).merged(items, keep_old=keep_old),
+                          grid)
 
-    def prune_crcs(self, dataset_id: str, present: set[int]) -> None:
-        """Drop the entries of chunks not in ``present`` (deleted chunks)."""
-        self._update_crcs(dataset_id, lambda current: CrcTable(
-            current.entries[[int(x) in present for x in current.entries["linear"]]]))
+    def prune_crcs(self, dataset_id: str, present: Iterable[int], grid: tuple[int, ...] | None = None) -> None:
+        """Drop the entries of chunks not in ``present`` (deleted chunks), and any outside ``grid``."""
+        present = list(present)
+        self._update_crcs(dataset_id, lambda current: current.only(present), grid, keep_beyond=False)
 
-    def _update_crcs(self, dataset_id: str, change: Callable[[CrcTable], CrcTable]) -> None:
-        """Read, change and write a CRC table as one step. The shards of one array commit in
+    def regrid_crcs(self, dataset_id: str, old_grid: tuple[int, ...], new_grid: tuple[int, ...]) -> None:
+        """A resize: the table keyed under the new grid, entries of chunks outside it dropped
+        (the chunks a shrink deletes; kept, they would come back with a later growth)."""
+        old_grid, new_grid = storage_grid(old_grid), storage_grid(new_grid)
+        self._update_crcs(dataset_id, lambda current: current.for_grid(new_grid), old_grid, keep_beyond=False)
+
+    def _update_crcs(self, dataset_id: str, change: Callable[[CrcTable], CrcTable],
+                     grid: tuple[int, ...] | None = None, keep_beyond: bool = True) -> None:
+        """Read, change and write a CRC table as one step (keyed under ``grid``; entries outside
+        it written back as they were unless not ``keep_beyond``: a writer whose model lags a
+        growth another made keeps that one's entries). The shards of one array commit in
         parallel here, and other processes (``check --repair``, another daemon or host) may
         update the same table: a lock orders this process's updates, a conditional write
         the others' (a lost race reads the table again and re-applies the change)."""
@@ -431,10 +461,12 @@ class Catalog:
             for _ in range(50):
                 try:
                     data, tag = self.store.get_tagged(key)
-                    current: CrcTable = CrcTable.from_bytes(data)
+                    current: CrcTable = CrcTable.from_bytes(data, grid, keep_beyond)
                 except NotFound:
-                    current, tag = CrcTable.empty(), None
+                    current, tag = CrcTable.empty(grid), None
                 table = change(current)
+                if tag is None and not len(table):
+                    break  # no table, and nothing to put in one
                 try:
                     self.store.put_if(key, table.to_bytes(), tag)
                     break
@@ -443,7 +475,7 @@ class Catalog:
             else:
                 raise PreconditionFailed(f"{key}: changed by other writers 50 times in a row")
             with self._lock:
-                self._crc[dataset_id] = table
+                self._crc[dataset_id] = CrcTable(table.entries, table.grid)
 
     # -- writes ------------------------------------------------------------
     def put_domain(self, domain: Domain, new: bool = False) -> None:
@@ -462,20 +494,31 @@ class Catalog:
         self.put_json(keys.object_key(obj.id), obj.to_json())
 
     def create_object(self, obj: Group | Dataset | Datatype) -> tuple[str, str]:
-        """A new object's JSON, written only if its key is free; (key, tag)."""
+        """A new object's JSON, written only if its key is free; (key, tag). Already there
+        as these very bytes (an earlier attempt, or the writer that stored its chunks, see
+        ObjectsWriter), it is left alone: a dataset's directory, and so its index, stays."""
         key = keys.object_key(obj.id)
         data = dumps(obj.to_json())
         try:
             return key, self.store.put_if(key, data, None)
         except PreconditionFailed:  # ids are fresh UUIDs: only an earlier attempt of ours made it
-            _, tag = self.store.get_tagged(key)
-            return key, self.store.put_if(key, data, tag)
+            have, tag = self.store.get_tagged(key)
+            if have == data:
+                return key, tag
+            tag = self.store.put_if(key, data, tag)
+            if isinstance(obj, Dataset):
+                self.drop_persisted_index(obj.id)
+            return key, tag
 
     def swap_object(self, model: DomainModel, obj: Group | Dataset | Datatype) -> tuple[str, str]:
         """A changed object's JSON, written only if the store still holds the version
-        ``model`` was loaded with (PreconditionFailed if another writer changed it); (key, tag)."""
+        ``model`` was loaded with (PreconditionFailed if another writer changed it); (key, tag).
+        A dataset's persisted chunk index goes with it: the write moved its directory's token."""
         key = keys.object_key(obj.id)
-        return key, self.store.put_if(key, dumps(obj.to_json()), model.tags.get(key))
+        tag = self.store.put_if(key, dumps(obj.to_json()), model.tags.get(key))
+        if isinstance(obj, Dataset):
+            self.drop_persisted_index(obj.id)
+        return key, tag
 
     # -- changes made through the views (model/editor.py) ---------------------
     def touch(self, path: str) -> None:

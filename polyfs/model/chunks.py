@@ -20,6 +20,11 @@ import numpy as np
 from .keys import chunk_name
 
 CRC_DTYPE = np.dtype([("linear", "<i8"), ("adler", "<u4"), ("crc", "<u4")])
+CRC_FILE_FIELDS = ("coords", "adler", "crc")  # a stored table: entries by chunk coordinates
+
+
+def _file_dtype(rank: int) -> np.dtype:
+    return np.dtype([("coords", "<i8", (rank,)), ("adler", "<u4"), ("crc", "<u4")])
 
 
 def storage_grid(grid: tuple[int, ...]) -> tuple[int, ...]:
@@ -216,28 +221,100 @@ def parse_lines(text: bytes, rank: int, end: int = 10) -> tuple[np.ndarray, np.n
 
 @dataclass
 class CrcTable:
-    """CRC32 of each deflate chunk's decoded bytes, keyed by linear index and Adler-32."""
+    """CRC32 of each deflate chunk's decoded bytes, keyed by linear index and Adler-32.
+
+    Linear indexes hold for one grid only (a resize along any dimension but the first
+    renumbers the chunks), so a table knows its ``grid`` and is stored by chunk coordinates
+    (:data:`CRC_FILE_FIELDS`), which no resize changes: loaded under any grid it is keyed
+    right, entries outside that grid left out (or, for an update, carried along unchanged as
+    ``beyond``: a writer still at a smaller extent must not drop entries of chunks another
+    wrote after a growth). Tables written before they knew their grid (``CRC_DTYPE``, by
+    linear index) are read under the grid they are loaded with.
+    """
 
     entries: np.ndarray  # CRC_DTYPE, sorted by linear
+    grid: tuple[int, ...] | None = None  # the storage grid ``linear`` counts in (None: unknown)
+    beyond: np.ndarray | None = None  # stored rows (by coordinates) outside ``grid``, written back as read
 
     @classmethod
-    def empty(cls) -> "CrcTable":
-        return cls(np.zeros(0, dtype=CRC_DTYPE))
+    def empty(cls, grid: tuple[int, ...] | None = None) -> "CrcTable":
+        return cls(np.zeros(0, dtype=CRC_DTYPE), grid)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "CrcTable":
+    def from_bytes(cls, data: bytes, grid: tuple[int, ...] | None = None, keep_beyond: bool = False) -> "CrcTable":
+        """The stored table keyed under ``grid`` (a storage grid; None: as stored); ``keep_beyond``:
+        entries outside ``grid`` kept as :attr:`beyond` (to be written back), else left out."""
         try:
             arr = np.load(io.BytesIO(data), allow_pickle=False)
         except Exception:
-            return cls.empty()  # derived data: a damaged table is just rebuilt
-        if arr.dtype != CRC_DTYPE:
-            return cls.empty()
-        return cls(np.sort(arr, order="linear"))
+            return cls.empty(grid)  # derived data: a damaged table is just rebuilt
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1:
+            return cls.empty(grid)
+        if arr.dtype == CRC_DTYPE:  # by linear index, grid unknown: taken to be ``grid``
+            if grid is not None:
+                arr = arr[(arr["linear"] >= 0) & (arr["linear"] < math.prod(grid))]
+            return cls(np.sort(arr, order="linear"), grid)
+        if arr.dtype.names != CRC_FILE_FIELDS or arr.dtype["coords"].base != np.dtype("<i8") \
+                or len(arr.dtype["coords"].shape) != 1:
+            return cls.empty(grid)
+        coords = arr["coords"]
+        if grid is None:
+            grid = tuple(int(n) for n in coords.max(axis=0) + 1) if len(arr) else (1,) * coords.shape[1]
+        if coords.shape[1] != len(grid):
+            return cls.empty(grid)
+        inside = ((coords >= 0) & (coords < np.asarray(grid, dtype=np.int64))).all(axis=1)
+        beyond = arr[~inside & (coords >= 0).all(axis=1)] if keep_beyond else None
+        arr = arr[inside]
+        out = np.zeros(len(arr), dtype=CRC_DTYPE)
+        out["linear"] = np.ravel_multi_index(tuple(arr["coords"].T), grid) if len(arr) else 0
+        out["adler"], out["crc"] = arr["adler"], arr["crc"]
+        return cls(np.sort(out, order="linear", kind="stable"), tuple(grid),
+                   beyond if beyond is not None and len(beyond) else None)
 
     def to_bytes(self) -> bytes:
+        """By coordinates when the grid is known (every writer of polyfs knows it)."""
+        out = self.entries
+        if self.grid is not None:
+            rank = len(self.grid)
+            out = np.zeros(len(self.entries), dtype=_file_dtype(rank))
+            if len(out):
+                out["coords"] = np.stack(np.unravel_index(self.entries["linear"], self.grid), axis=-1)
+            out["adler"], out["crc"] = self.entries["adler"], self.entries["crc"]
+            if self.beyond is not None and self.beyond.dtype == out.dtype:
+                out = np.concatenate([out, self.beyond])
         buf = io.BytesIO()
-        np.save(buf, self.entries, allow_pickle=False)
+        np.save(buf, out, allow_pickle=False)
         return buf.getvalue()
+
+    def for_grid(self, grid: tuple[int, ...]) -> "CrcTable":
+        """The same entries keyed under another grid (after a resize); those outside it dropped
+        (and :attr:`beyond` with them)."""
+        grid = tuple(int(n) for n in grid)
+        e = self.entries
+        if self.grid == grid:
+            return self
+        if self.grid is None:  # keyed under an unknown grid: taken to be this one
+            return CrcTable(e[(e["linear"] >= 0) & (e["linear"] < math.prod(grid))], grid)
+        if len(self.grid) != len(grid):
+            return CrcTable.empty(grid)
+        coords = np.stack(np.unravel_index(e["linear"], self.grid), axis=-1).reshape(len(e), len(grid))
+        inside = (coords < np.asarray(grid, dtype=np.int64)).all(axis=1)
+        out = e[inside].copy()
+        if len(out):
+            out["linear"] = np.ravel_multi_index(tuple(coords[inside].T), grid)
+        return CrcTable(np.sort(out, order="linear", kind="stable"), grid)
+
+    def without(self, linear: Iterable[int]) -> "CrcTable":
+        """A new table without the entries of these chunks (deleted ones)."""
+        drop = np.fromiter((int(x) for x in linear), dtype=np.int64)
+        if not drop.size or not self.entries.size:
+            return self
+        return CrcTable(self.entries[~np.isin(self.entries["linear"], drop)], self.grid, self.beyond)
+
+    def only(self, present: Iterable[int]) -> "CrcTable":
+        """A new table with only the entries of these chunks (the ones that exist)."""
+        keep = np.fromiter((int(x) for x in present), dtype=np.int64)
+        return CrcTable(self.entries[np.isin(self.entries["linear"], keep)], self.grid, self.beyond)
 
     def lookup(self, linear: int, adler: int) -> int | None:
         e = self.entries
@@ -261,7 +338,8 @@ class CrcTable:
             drop = np.fromiter(((int(a), int(b)) in old for a, b in zip(e["linear"], e["adler"])), bool, e.size)
         else:
             drop = np.isin(e["linear"], new["linear"])
-        return CrcTable(np.sort(np.concatenate([e[~drop], new]), order="linear", kind="stable"))
+        return CrcTable(np.sort(np.concatenate([e[~drop], new]), order="linear", kind="stable"), self.grid,
+                        self.beyond)
 
     def __len__(self) -> int:
         return int(self.entries.size)

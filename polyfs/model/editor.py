@@ -227,12 +227,14 @@ class DomainEditor:
             for obj in created:
                 w.create(obj)
             for obj, outside, resized in prepared:
-                w.swap(obj)
+                w.swap(obj)  # a dataset's persisted chunk index goes with its old JSON (Catalog.swap_object)
                 for key in outside:
                     self.store.delete(key)
                 if resized:
+                    old = model.datasets[obj.id]
+                    if old.grid != obj.grid:  # the CRC32 table keyed anew, the deleted chunks' entries out
+                        self.catalog.regrid_crcs(obj.id, old.grid, obj.grid)
                     self.catalog.invalidate_dataset(obj.id)
-                    self._drop_persisted_index(obj.id)
             new = self._install(model, [*created, *(obj for obj, _, _ in prepared)], tags=w.tags)
             if removed:
                 gone = [oid for oid in removed if oid in new.groups or oid in new.datasets or oid in new.datatypes]
@@ -369,7 +371,7 @@ class DomainEditor:
                 crc = known.get(tuple(int(c) for c in coords))
                 table.append((linear, adler32_of_zlib(data), zlib.crc32(zlib.decompress(data)) if crc is None else crc))
         if table:  # the new entries beside the old ones first: a crash mid-way leaves a table for either
-            self.catalog.save_crcs(ds.id, table, keep_old=True)
+            self.catalog.save_crcs(ds.id, table, keep_old=True, grid=grid)
         self.store.put_many([(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)), data)
                              for coords, data in items])
         gone = []
@@ -377,15 +379,12 @@ class DomainEditor:
             key = keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,))
             self.store.delete(key)
             gone.append(int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid)))
-        if table:
-            self.catalog.save_crcs(ds.id, table)
+        if deflate:  # then the old entries replaced, and those of deleted chunks dropped
+            self.catalog.save_crcs(ds.id, table, grid=grid, removed=gone)
         self.catalog.chunks_updated(ds, sizes, gone)
 
     def _drop_persisted_index(self, ds_id: str) -> None:
-        try:
-            self.store.delete(keys.chunk_index_key(ds_id))
-        except PolyfsError as exc:
-            log.warning("cannot drop the persisted chunk index of %s: %s", ds_id, exc)
+        self.catalog.drop_persisted_index(ds_id)
 
     def _drop_derived(self, ds_id: str) -> None:
         for key in (keys.chunk_index_key(ds_id), keys.crc_table_key(ds_id)):

@@ -5,7 +5,24 @@ listing with sizes costs a ``stat`` per object (seconds for a million). Where
 the backend has a cheap change detector for a directory (local stores: the
 directory's mtime, which every create, delete and rename changes), polyfs
 keeps the last listing of each dataset under ``polyfs/chunks/`` together with
-that token, and trusts it only while the token is unchanged.
+that token.
+
+A persisted index is *in force* when it is intact, made for the dataset's
+current grid and its token is the directory's token now: the loader then uses
+it without listing. One that is not in force (*outdated*: the directory changed
+since) is ignored, listed afresh and replaced; that is no fault. A *stale*
+index is one in force that a listing contradicts: the fault ``polyfs check``
+reports. Two rules keep indexes from going stale:
+
+- The token must be read after the last write into the directory, and a
+  listing is saved only if the directory held still while it ran and had not
+  changed within the token's ``window`` before (a later change in the same
+  timestamp tick would leave the token as it is): :func:`stable`. A writer
+  that knows a new dataset's chunks saves their index after the dataset's
+  ``.dataset.json``, while no other writer can know the directory:
+  :func:`writer_may_save`.
+- Every write of polyfs into a dataset's directory drops its persisted index
+  first (chunk puts and deletes) or right after (a rewritten ``.dataset.json``).
 
 What the token cannot see, an in-place rewrite by another writer (HSDS writes
 chunks in place), is caught when the chunk is read: the reader checks the
@@ -22,11 +39,11 @@ import time
 
 import numpy as np
 
+from ..store.base import FINE_TOKEN_WINDOW, DirToken
 from .chunks import ChunkIndex
 
 MAGIC = b"POLYFS-CHUNK-INDEX-1\n"
 _LEN = struct.Struct("<I")
-RACY_SECONDS = 0.05  # a directory changed this close to the listing may hide a change in the same clock tick
 
 
 def encode(idx: ChunkIndex, token: str) -> bytes:
@@ -55,11 +72,21 @@ def decode(data: bytes, dataset_id: str, prefix: str, grid: tuple[int, ...], tok
     return ChunkIndex(dataset_id, prefix, tuple(grid), linear, sizes)
 
 
-def stable(before: tuple[str, float] | None, after: tuple[str, float] | None, started: float) -> bool:
-    """A listing may be cached only if its directory did not change while it ran,
-    and not so recently before that a change could share its timestamp."""
-    return (before is not None and after is not None and before[0] == after[0]
-            and before[1] < started - RACY_SECONDS)
+def stable(before: DirToken | None, after: DirToken | None, started: float) -> bool:
+    """A listing started at ``started`` may be saved only if its directory did not change
+    while it ran (``before`` and ``after`` its tokens), and not so recently before that a
+    change after ``before`` could share its timestamp."""
+    return (before is not None and after is not None and before.token == after.token
+            and before.mtime < started - before.window)
+
+
+def writer_may_save(token: DirToken | None, at: float) -> bool:
+    """Whether a writer that made a directory nobody else knows yet (a new dataset, before a
+    link reaches it) may save its index with ``token``, read at ``at`` after its last write
+    there. Its own later writes drop the index; another writer's can come only once the
+    dataset is linked, later still, and fall in the token's tick only where ticks are long
+    (whole-second timestamps): there the directory must have held still for ``window``."""
+    return token is not None and (token.window <= FINE_TOKEN_WINDOW or token.mtime < at - token.window)
 
 
 def now() -> float:

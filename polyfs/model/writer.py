@@ -24,6 +24,7 @@ from ..codecs.registry import DEFLATE, Filter
 from ..errors import AlreadyExists, InvalidInput
 from . import ids, keys, values
 from .catalog import Catalog
+from .chunks import storage_grid
 from .schema import Attribute, Dataset, Datatype, Domain, Group, Link, Shape, now
 from .types import DType
 
@@ -220,9 +221,11 @@ class DomainWriter:
         return self.domain
 
     def _save_derived(self) -> None:
-        """CRC tables, and the listing a first open would otherwise do."""
+        """CRC tables, and the listing a first open would otherwise do: after every object's JSON
+        (a chunk index is valid for its directory's token only if nothing is written there after
+        it), before anything links the objects (no other writer can have written there)."""
         for did, items in self._crcs.items():
-            self.catalog.save_crcs(did, items)
+            self.catalog.save_crcs(did, items, grid=storage_grid(self.datasets[did].grid))
         for ds in self.datasets.values():
             written = self._written.get(ds.id, {})
             self.catalog.save_chunk_index(ds, np.fromiter(written.keys(), np.int64, len(written)),
@@ -241,9 +244,11 @@ class ObjectsWriter(DomainWriter):
 
     Chunks go to the store as they come, under the new datasets' own ids: nothing
     reaches them until a group links them, which the caller commits afterwards.
-    :meth:`commit` stores their derived data (CRC tables, chunk indexes); their JSON
-    is the caller's to write, with the links that make them reachable.
-    :meth:`abort` deletes only the new objects, never the domain they were meant for.
+    :meth:`commit` stores their JSON, then their derived data (CRC tables, chunk indexes,
+    each saved after the last write into its dataset's directory); the caller then writes
+    the links that make them reachable (its creation of the same JSON leaves it alone,
+    see :meth:`Catalog.create_object`). :meth:`abort` deletes only the new objects, never
+    the domain they were meant for.
     """
 
     def __init__(self, catalog: Catalog, domain: Domain) -> None:
@@ -258,6 +263,8 @@ class ObjectsWriter(DomainWriter):
 
     def commit(self) -> Domain:
         try:
+            for obj in self.objects():  # unreachable until the caller links them
+                self.catalog.create_object(obj)
             self._save_derived()
         except BaseException:
             self.abort()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from ..errors import InvalidInput
 
@@ -29,6 +29,18 @@ class Listing:
 
     prefixes: tuple[str, ...]
     objects: tuple[ObjectInfo, ...]
+
+
+FINE_TOKEN_WINDOW = 0.05  # fine timestamps (ns fields, a coarse kernel clock): a few ms between ticks
+COARSE_TOKEN_WINDOW = 2.0  # whole-second timestamps (some network and FUSE filesystems; FAT: 2 s)
+
+
+class DirToken(NamedTuple):
+    """A directory's change detector (see :meth:`Store.dir_token`)."""
+
+    token: str  # changes whenever an object in the directory is added, removed or renamed over
+    mtime: float  # when it last changed (wall clock seconds, the filesystem's timestamp)
+    window: float = FINE_TOKEN_WINDOW  # how long after a change a later one may leave ``token`` as it is
 
 
 def check_key(key: str) -> str:
@@ -140,10 +152,11 @@ class Store(abc.ABC):
         backends override it with something faster than one ``list_dir`` each."""
         return {prefix: child_records(prefix, self.list_dir(prefix).objects) for prefix in prefixes}
 
-    def dir_token(self, prefix: str) -> tuple[str, float] | None:
-        """A cheap change detector for the direct children of ``prefix``:
-        ``(token, mtime)`` that changes whenever an object there is added,
-        removed or replaced by rename; None where the backend has none."""
+    def dir_token(self, prefix: str) -> DirToken | None:
+        """A cheap change detector for the direct children of ``prefix``: a token that
+        changes whenever an object there is added, removed or replaced by rename, except
+        for a change within ``window`` seconds of the one before (timestamps have a
+        granularity); None where the backend has none."""
         return None
 
     def write_refusal(self) -> str | None:

@@ -25,7 +25,8 @@ from typing import Any, Iterator, Sequence
 
 from ..parallel import Occupancy
 from ..errors import ChunkChanged, NoSpace, NotFound, PreconditionFailed, ReadOnly, StoreError
-from .base import Listing, ObjectInfo, Store, check_key, check_prefix
+from .base import (COARSE_TOKEN_WINDOW, FINE_TOKEN_WINDOW, DirToken, Listing, ObjectInfo, Store, check_key,
+                   check_prefix)
 from .fdcache import FdCache
 
 _PUT_POOL = ThreadPoolExecutor(8, thread_name_prefix="polyfs-put")  # fsyncs overlap, not queue
@@ -454,14 +455,18 @@ class LocalStore(Store):
         objects.sort(key=lambda o: o.key)
         return Listing(tuple(prefixes), tuple(objects))
 
-    def dir_token(self, prefix: str) -> tuple[str, float] | None:
-        """Directory mtime (ns) and inode: every atomic put (a rename) and delete changes it.
-        In-place rewrites by other writers do not; readers catch those by size at read time."""
+    def dir_token(self, prefix: str) -> DirToken | None:
+        """Directory mtime (ns) and inode: every atomic put (a rename) and delete changes it,
+        unless it lands in the same timestamp tick as the change before (``window``: a few ms
+        on a local filesystem, seconds where timestamps are whole seconds). In-place rewrites
+        by other writers do not change it; readers catch those by size at read time."""
         try:
             st = os.stat(self.root / check_prefix(prefix))
         except OSError:
             return None
-        return f"{st.st_mtime_ns}:{st.st_ino}:{st.st_dev}", st.st_mtime
+        coarse = st.st_mtime_ns % 1_000_000_000 == 0  # whole seconds (or, once in 1e9, chance)
+        return DirToken(f"{st.st_mtime_ns}:{st.st_ino}:{st.st_dev}", st.st_mtime_ns / 1e9,
+                        COARSE_TOKEN_WINDOW if coarse else FINE_TOKEN_WINDOW)
 
     def list_records(self, prefixes) -> dict[str, bytes]:
         """Bulk listing with GNU find, one process per CPU.
