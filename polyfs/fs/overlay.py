@@ -595,6 +595,12 @@ class Overlay:
             for p in [p for p in self.dirs if p == path or p.startswith(prefix)]:
                 del self.dirs[p]
 
+    def scratch_below(self, path: str) -> list[PendingFile]:
+        """Files below directory ``path`` that are kept as scratch (not chunk or metadata files)."""
+        prefix = path.rstrip("/") + "/"
+        with self.lock:
+            return [f for p, f in self.files.items() if p.startswith(prefix) and not f.ingest]
+
     def has_below(self, path: str) -> bool:
         prefix = path + "/"
         with self.lock:

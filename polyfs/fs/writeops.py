@@ -275,7 +275,9 @@ class WriteSide:
         existing = await self.fs.run(self._lookup_node, parent, text)
         if existing is not None:
             if flags & os.O_EXCL:
-                raise FileExistsError(errno.EEXIST, path)
+                if not await self.fs.run(self.service.made_unwritten, path):
+                    raise FileExistsError(errno.EEXIST, path)
+                flags |= os.O_TRUNC  # a metadata file only shown for a mkdir'd group: new to this creator
             entry = self.inodes.remember(path, existing)
         else:
             target = await self.fs.run(self.service.route, path)
@@ -327,6 +329,25 @@ class WriteSide:
         if closing and not handle.wrote and await self.fs.run(self.service.holds_chunks, handle.pending.path):
             return
         await self.fs.run(self._ingest, handle.pending, None, handle.writer, handle.base_time)
+        await self._adopt_below(handle.pending.path)
+
+    async def _adopt_below(self, path: str) -> None:
+        """Files written into a directory before it was an array: ``cp -r`` and rsync write
+        chunk files before the array's metadata when the directory lists them first. They
+        were kept as scratch; now that ``path`` (stored) made the array, they are its chunk
+        files, and are stored as such (one refused is logged: its writer has closed it)."""
+        waiting = self.overlay.scratch_below(path.rsplit("/", 1)[0])
+        for p in waiting:
+            if not await self.fs.run(self.service.is_ingestible, p.path):
+                continue
+            p.ingest = p.dirty = True
+            if p.opens > 0:
+                continue  # stored at its writer's close
+            try:
+                await self.fs.run(self._ingest, p)
+            except Exception as exc:  # noqa: BLE001 - its writer closed it long ago
+                log.error("%s: written before its array's metadata, not stored: %s", p.path, exc)
+            self._retire(p)
 
     async def release_handle(self, handle: Any) -> None:
         if not isinstance(handle, WriteHandle):
@@ -481,6 +502,7 @@ class WriteSide:
                 self._retire(old)
             node.path, node.ingest = dst, True
             self._retire(node)  # stored: its pages go now (at its last close if still open)
+            await self._adopt_below(dst)
             self.fs.bump()
             return
         self.overlay.drop(src)

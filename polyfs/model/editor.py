@@ -405,7 +405,7 @@ def _resized(old: Dataset, ds: Dataset, dims: tuple[int, ...]) -> bool:
         if d < 0 or (m is not UNLIMITED and d > m):
             raise InvalidInput(f"shape {list(dims)} exceeds the maximum shape "
                                f"{['unlimited' if m is None else m for m in maxdims]}")
-    ds.shape = Shape("simple", dims, old.shape.maxdims)
+    ds.shape = Shape("simple", dims, tuple(maxdims))  # a shrink keeps the limit it had (HDF5's)
     return True
 
 
@@ -417,16 +417,20 @@ def _set_implicit(obj: Obj, implicit: bool) -> bool:
             return False
         obj.extra["polyfs"] = {"implicit": True}
         return True
-    if not is_implicit(obj):
+    flag = obj.extra.get("polyfs")
+    if not (isinstance(flag, dict) and flag.get("implicit")):  # attributes set or not
         return False
     obj.extra.pop("polyfs", None)
     return True
 
 
 def is_implicit(g: Group) -> bool:
-    """A group made by ``mkdir`` that nobody has written metadata or members into."""
+    """A group made by ``mkdir`` (or a domain's root so made) that nobody has written metadata
+    into, members or not: views that need metadata to call a directory a group (Zarr, N5) show
+    none for it, as a local disk would not, so a copy (``cp -r`` creates each file with
+    O_EXCL) can make it."""
     flag = g.extra.get("polyfs")
-    return isinstance(flag, dict) and bool(flag.get("implicit")) and not g.links and not g.attributes
+    return isinstance(flag, dict) and bool(flag.get("implicit")) and not g.attributes
 
 
 def _check_coords(ds: Dataset, coords: Sequence[int]) -> None:

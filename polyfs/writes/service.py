@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import AlreadyExists, InvalidInput, NotEmpty, NotFound, NotPermitted, PolyfsError
 from ..model.jsonattrs import json_attribute
 from ..model.changes import ObjectChange
-from ..model.editor import DomainEditor
+from ..model.editor import DomainEditor, is_implicit
 from ..model.schema import Attribute, Dataset, Group, now
 from ..views import hdmf
 from ..views.base import ViewContext
@@ -146,6 +146,15 @@ class WriteService:
             return False
         return t.rest != [self.ingester(t).meta_name] and self.is_ingestible(path)
 
+    def made_unwritten(self, path: str) -> bool:
+        """True when ``path`` is the metadata file a view shows for a group made by ``mkdir``
+        that nobody wrote metadata into: a create with O_EXCL may make it, as GNU cp and
+        rsync create every file in a directory they made."""
+        t = self.route(path)
+        if _is_document(self.ingester(t)) or t.domain is None or not isinstance(t.obj, Group):
+            return False
+        return t.rest == [self.ingester(t).meta_name] and is_implicit(t.obj)
+
     def _new_document_domain(self, t: Target) -> str | None:
         """The domain a new file at ``t`` (above every domain) would be, in a view of one file per domain."""
         return t.new_domain_path() if t.view.kind == "file" else None
@@ -162,7 +171,10 @@ class WriteService:
             dom = t.new_domain_path()
             if dom is None or t.view.kind != "dir":  # a file view (hdf5/x.h5) makes no domain by mkdir
                 raise NotPermitted(f"{path}: only <name>{t.suffix} directories (new domains) can be made here")
-            self.editor.create_domain(dom)
+            model = self.editor.create_domain(dom)
+            # its root is a group nobody wrote metadata for, like a group made by mkdir: views
+            # that can show no metadata file for it don't, so ``cp -r x.zarr`` (O_EXCL) can make it
+            self.editor.make_implicit(dom, model.domain.root)
             self.router.domains.refresh(force=True)
             return
         if not t.rest:
@@ -396,13 +408,30 @@ class WriteService:
         assert isinstance(t.obj, Group) and t.domain is not None
         if t.h5path == "/":
             raise NotPermitted(f"{where}: the root of a domain is a group; create arrays inside it")
-        if t.obj.links:
+        if t.obj.links and not self._chunk_dirs_only(t, meta):
             raise NotEmpty(f"{where}: group {t.h5path} has members; it cannot become an array")
         attrs = self._typed(meta.attributes, meta.dimension_names)
         with self.editor.lock(t.domain):
-            self.editor.delete(t.domain, t.h5path)
+            self.editor.delete(t.domain, t.h5path, recursive=True)
             return self.editor.create_dataset(t.domain, t.h5path, meta.dtype, meta.shape, meta.chunks, meta.filters,
                                               meta.fill, attrs, meta.hints or None)
+
+    def _chunk_dirs_only(self, t: Target, meta: ArrayWrite) -> bool:
+        """True when all below group ``t.obj`` is directories made by ``mkdir`` that are chunk
+        directories of the array ``meta`` describes: ``cp -r`` and rsync make ``c/0/...`` (and
+        write the chunk files in them, kept as scratch) before the array's metadata file."""
+        model, ing = t.model, self.ingester(t)
+        assert model is not None
+
+        def below(g: Group, rel: list[str]) -> bool:
+            for name, link in g.links.items():
+                child = model.get(link.id) if link.kind == "hard" and link.id else None
+                if not isinstance(child, Group) or not is_implicit(child) or \
+                        ing.dir_position([*rel, name], meta) is None or not below(child, [*rel, name]):
+                    return False
+            return True
+
+        return below(t.obj, []) if isinstance(t.obj, Group) else False
 
     @staticmethod
     def _check_same_array(ds: Dataset, meta: ArrayWrite, where: str) -> None:

@@ -53,8 +53,10 @@ def fs():
 
 @pytest.fixture
 def zfs(fs):
-    """A mount with domain ``/t.h5`` made through the Zarr view."""
+    """A mount with domain ``/t.h5`` made through the Zarr view as zarr-python makes a
+    hierarchy: the directory, then the root group's zarr.json."""
     fs.mkdir("zarr/t.zarr")
+    fs.write_json("zarr/t.zarr/zarr.json", zarr_group_meta({}))
     return fs
 
 
@@ -192,13 +194,17 @@ def rng_data(shape, dtype, seed=0) -> np.ndarray:
 # Zarr view
 # =============================================================================================
 def test_zarr_mkdir_name_zarr_creates_domain(fs):
-    """``mkdir zarr/<name>.zarr`` creates domain ``/<name>.h5`` (an empty root group)."""
+    """``mkdir zarr/<name>.zarr`` creates domain ``/<name>.h5`` (an empty root group), shown
+    as an empty directory until its zarr.json is written, as on any disk."""
     fs.mkdir("zarr/exp.zarr")
     assert fs.domains() == ["/exp.h5"]
     assert "exp.zarr" in fs.ls("zarr") and "exp.n5" in fs.ls("n5") and "exp.h5" in fs.ls("hdf5")
+    assert fs.ls("zarr/exp.zarr") == []
+    refused(fs, errno.ENOENT, fs.read_json, "zarr/exp.zarr/zarr.json")
+    assert fs.ls("n5/exp.n5") == ["attributes.json"]  # an N5 container's root has its version
+    fs.write_json("zarr/exp.zarr/zarr.json", zarr_group_meta({}))
     assert fs.read_json("zarr/exp.zarr/zarr.json") == zarr_group_meta({})
-    assert fs.ls("zarr/exp.zarr") == ["zarr.json"]
-    assert n5_user_attrs(fs.read_json("n5/exp.n5/attributes.json")) == {}
+    assert fs.ls("zarr/exp.zarr") == ["zarr.json"] and fs.ls("n5/exp.n5") == ["attributes.json"]
     with h5_view(fs, "exp") as f:
         assert list(f.keys()) == [] and dict(f.attrs) == {}
     # nested domain folders are not made by mkdir: only <name>.zarr right in the view dir
@@ -207,18 +213,18 @@ def test_zarr_mkdir_name_zarr_creates_domain(fs):
 
 
 def test_zarr_mkdir_inside_domain_creates_group(zfs):
-    """A new directory is a group whose metadata is hidden until its zarr.json is written or
-    it gets members; an array can still be made there."""
+    """A new directory is a group whose metadata is hidden until its zarr.json is written
+    (members or not); an array can still be made there."""
     fs = zfs
     fs.mkdir("zarr/t.zarr/g")
     assert "g" in fs.ls("zarr/t.zarr") and "g" in fs.ls("n5/t.n5")
     assert fs.ls("zarr/t.zarr/g") == [] and fs.ls("n5/t.n5/g") == []
     with h5_view(fs, "t") as f:
         assert "g" in f
-    # a member makes its metadata visible
+    # a member does not make metadata appear: nobody wrote any
     fs.mkdir("zarr/t.zarr/g/sub")
-    assert fs.ls("zarr/t.zarr/g") == ["sub", "zarr.json"]
-    assert fs.read_json("zarr/t.zarr/g/zarr.json")["node_type"] == "group"
+    assert fs.ls("zarr/t.zarr/g") == ["sub"]
+    refused(fs, errno.ENOENT, fs.read_json, "zarr/t.zarr/g/zarr.json")
     assert fs.ls("zarr/t.zarr/g/sub") == []
     # the still-empty directory becomes an array when an array's zarr.json is written
     meta = zarr_array_meta((5, 6), "<u2", (4, 4))
@@ -637,9 +643,10 @@ def test_zarr_unlink_group_zarr_json_clears_attributes(zfs):
     fs.write_json("zarr/t.zarr/g/zarr.json", zarr_group_meta({"kind": "raw"}))
     fs.mkdir("zarr/t.zarr/g/member")
     fs.unlink("zarr/t.zarr/g/zarr.json")
-    assert fs.read_json("zarr/t.zarr/g/zarr.json")["attributes"] == {}  # shown: it has a member
-    assert n5_user_attrs(fs.read_json("n5/t.n5/g/attributes.json")) == {}
-    assert "member" in fs.ls("zarr/t.zarr/g")
+    assert fs.ls("zarr/t.zarr/g") == ["member"]  # gone, as unlinked: a directory again
+    assert fs.ls("n5/t.n5/g") == ["member"]
+    with h5_view(fs, "t") as f:
+        assert dict(f["g"].attrs) == {} and list(f["g"]) == ["member"]
     fs.unlink("zarr/t.zarr/zarr.json")
     assert fs.read_json("zarr/t.zarr/zarr.json") == zarr_group_meta({})  # the root stays a group
     fs.rmdir("zarr/t.zarr/g/member")
@@ -801,9 +808,12 @@ def test_n5_mkdir_name_n5_creates_domain(fs):
     fs.mkdir("n5/vol.n5")
     assert fs.domains() == ["/vol.h5"]
     assert "vol.zarr" in fs.ls("zarr") and "vol.n5" in fs.ls("n5")
-    assert fs.ls("n5/vol.n5") == ["attributes.json"]
-    assert fs.read_json("n5/vol.n5/attributes.json").get("n5")  # the root carries the N5 version
-    assert fs.read_json("zarr/vol.zarr/zarr.json") == zarr_group_meta({})
+    assert fs.ls("n5/vol.n5") == ["attributes.json"]  # a container has its version (z5py needs it)
+    assert fs.read_json("n5/vol.n5/attributes.json").get("n5")
+    assert fs.ls("zarr/vol.zarr") == []  # a directory, as mkdir made it, until zarr.json is written
+    fs.write_json("n5/vol.n5/attributes.json", {"n5": "2.0.0", "a": 1})
+    assert fs.read_json("n5/vol.n5/attributes.json") == {"n5": "4.0.0", "a": 1}  # the view's version
+    assert fs.read_json("zarr/vol.zarr/zarr.json") == zarr_group_meta({"a": 1})
     refused(fs, errno.EPERM, fs.mkdir, "n5/plain")
     refused(fs, errno.EPERM, fs.mkdir, "n5/vol.zarr")  # the N5 view makes <name>.n5 only
     refused(fs, errno.EEXIST, fs.mkdir, "n5/vol.n5")
@@ -814,8 +824,7 @@ def test_n5_mkdir_creates_group_hidden_while_empty(fs):
     fs.mkdir("n5/t.n5/g")
     assert fs.ls("n5/t.n5/g") == [] and fs.ls("zarr/t.zarr/g") == []
     fs.mkdir("n5/t.n5/g/h")
-    assert fs.ls("n5/t.n5/g") == ["attributes.json", "h"]
-    assert n5_user_attrs(fs.read_json("n5/t.n5/g/attributes.json")) == {}
+    assert fs.ls("n5/t.n5/g") == ["h"]  # N5 groups need no attributes.json
     fs.write_json("n5/t.n5/g/h/attributes.json", n5_attrs((3, 4), "int16", (2, 2)))
     assert_values(fs, "t", "g/h", np.zeros((3, 4), "i2"))
 
@@ -980,7 +989,7 @@ def test_n5_rmdir_unlink_attributes_json_and_renames_as_for_zarr(fs, caplog):
     assert "attributes.json" not in fs.ls("n5/t.n5/g")  # empty group, no attributes: hidden
     assert fs.ls("zarr/t.zarr/g") == []
     fs.rmdir("n5/t.n5/g")
-    assert fs.ls("n5/t.n5") == ["attributes.json"]
+    assert fs.ls("n5/t.n5") == ["attributes.json"]  # the root: an N5 container has its version
 
 
 def test_n5_rewrite_attributes_json_of_an_array_with_a_fill_value(zfs):
@@ -1003,7 +1012,8 @@ def test_rm_r_of_an_array_whose_chunk_directories_the_view_made(fs, view):
     make_zarr(fs, "zarr/t.zarr/a", meta, rng_data((8, 8), "<u2"))  # its c/<i> directories are mkdir'ed ...
     fresh = fs.fresh()  # ... in this mount only: another mount (or this one after a restart) has the view's
     fresh.rm_r(f"{view}/t.{view}/a")
-    assert fresh.ls(f"{view}/t.{view}") == [{"zarr": "zarr.json", "n5": "attributes.json"}[view]]
+    # the root: a directory mkdir made, no metadata written; N5's root always has its version
+    assert fresh.ls(f"{view}/t.{view}") == {"zarr": [], "n5": ["attributes.json"]}[view]
 
 
 def test_rm_rf_of_an_array_with_a_directory_made_inside_a_view_made_one(zfs):

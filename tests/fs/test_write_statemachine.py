@@ -188,7 +188,8 @@ def random_fill(d, dtype: np.dtype):
 class WriteModel:
     def __init__(self) -> None:
         self.fs = FS()
-        self.fs.mkdir(ZROOT)
+        self.fs.mkdir(ZROOT)  # a hierarchy as zarr-python makes one: then the root group's zarr.json
+        self.fs.write_json(f"{ZROOT}/zarr.json", zarr_group_meta({}))
         self.arrays: dict[str, ArrayModel] = {}
         self.root_attrs: dict[str, Any] = {}
         self.made_grp = False

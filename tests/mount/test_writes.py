@@ -101,6 +101,42 @@ def test_zarr_python_hierarchy_read_through_every_view(mount_store, store):
         assert f.attrs["title"] == "run 7" and f["raw"].attrs["kind"] == "raw"
 
 
+def test_cp_r_of_a_local_zarr_hierarchy_makes_a_domain(mount_store, store, tmp_path):
+    """GNU cp makes the directory, then creates each file in it with O_EXCL: the new
+    domain's root shows no zarr.json of its own until one is written."""
+    m = mount_store(str(store))
+    local = tmp_path / "up.zarr"
+    root = zarr.open_group(str(local), mode="w")
+    root.attrs["hello"] = "world"
+    sub = root.create_group("sub")
+    sub.attrs["level"] = 1
+    data = np.arange(64, dtype="uint16").reshape(8, 8)
+    sub.create_array("vol", shape=(8, 8), chunks=(4, 4), dtype="uint16")[:] = data
+    res = subprocess.run(["cp", "-r", str(local), str(m.path / "zarr" / "new.zarr")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    got = zarr.open_group(str(m.path / "zarr" / "new.zarr"), mode="r")
+    assert dict(got.attrs) == {"hello": "world"} and dict(got["sub"].attrs) == {"level": 1}
+    np.testing.assert_array_equal(got["sub/vol"][:], data)
+    # N5: a container's root always shows its attributes.json (z5py needs the version), so a
+    # whole container is copied into a domain made first (cp then overwrites, not O_EXCL)
+    import z5py
+
+    n5 = z5py.File(str(tmp_path / "up.n5"), mode="w", use_zarr_format=False)
+    n5.attrs["hello"] = "n5"
+    n5.create_dataset("g/vol", data=data, chunks=(4, 4), compression="gzip")
+    os.mkdir(m.path / "n5" / "copied.n5")
+    res = subprocess.run(["cp", "-r", f"{tmp_path / 'up.n5'}/.", str(m.path / "n5" / "copied.n5")],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    got = z5py.File(str(m.path / "n5" / "copied.n5"), mode="r")
+    assert got.attrs["hello"] == "n5"
+    np.testing.assert_array_equal(got["g/vol"][:], data)
+    os.mkdir(m.path / "zarr" / "empty.zarr")  # a new domain: an empty directory, as on any disk
+    assert os.listdir(m.path / "zarr" / "empty.zarr") == []
+    zarr.open_group(str(m.path / "zarr" / "empty.zarr"), mode="a").attrs["x"] = 1
+    assert json.loads((m.path / "zarr" / "empty.zarr" / "zarr.json").read_text())["attributes"] == {"x": 1}
+
+
 def test_tensorstore_and_z5py_write_read_by_other_views(mount_store, store):
     m = mount_store(str(store))
     os.mkdir(m.path / "zarr" / "ts.zarr")

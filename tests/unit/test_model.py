@@ -188,3 +188,21 @@ def test_dataset_layout_variants():
     assert "layout" in old.to_json()  # the older writer's key is kept
     with pytest.raises(SchemaError):
         Dataset.from_json({**base, "creationProperties": {"layout": {"class": "H5D_CHUNKED", "dims": [5]}}})
+
+
+def test_a_shrink_keeps_the_limit_a_fixed_size_dataset_had(catalog):
+    """HDF5 fixes maxdims at creation (none given: the creation shape): shrinking a dataset
+    must not make its smaller size the new limit."""
+    from polyfs.model.editor import DomainEditor
+
+    with DomainWriter(catalog, "/f.h5") as w:
+        d = w.add_dataset(w.root, "d", T.IntType(2, False, "<"), Shape("simple", (10, 12)), (4, 4),
+                          [Filter(DEFLATE, (4,))])
+        w.write_array(d, np.ones((10, 12), "<u2"))
+    ed = DomainEditor(catalog)
+    ed.resize("/f.h5", d.id, (4, 5))
+    ed.resize("/f.h5", d.id, (10, 12))  # back to where it was created: allowed
+    ds = catalog.load("/f.h5").datasets[d.id]
+    assert ds.shape.dims == (10, 12) and ds.shape.maxdims == (10, 12)
+    with pytest.raises(InvalidInput):
+        ed.resize("/f.h5", d.id, (11, 12))

@@ -237,7 +237,7 @@ class N5Domain(hdmf.Hierarchy):
     meta_name = META
 
     def group_metadata(self, group: Group, path: str) -> dict[str, Any] | None:
-        if is_implicit(group) and path != "/":
+        if is_implicit(group) and path != "/":  # the root: a container has its version (z5py needs it)
             return None
         attrs = self.group_attributes(group, path, skip=SKIP_ATTRS)
         if path == "/":
