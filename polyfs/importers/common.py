@@ -30,8 +30,8 @@ from ..errors import CodecError, InvalidInput, PolyfsError, ReadOnly, SourceErro
 from ..model import types as T
 from ..model import values
 from ..model.schema import Dataset
-from ..model.jsonattrs import json_attribute
-from ..model.writer import DomainWriter
+from ..model.jsonattrs import json_attribute_record
+from ..model.writer import DomainWriter, stamp
 
 TARGET_CHUNK_BYTES = 1 << 20  # decoded size the chunk-shape rule aims at
 SMALL_PLANE_BYTES = 64 << 10  # planes smaller than this are stacked into one chunk
@@ -184,13 +184,12 @@ def big_endian(t: T.DType) -> T.DType:
     return t.with_order(">")
 
 
-def set_json_attrs(writer: DomainWriter, obj, attrs: dict[str, Any], skip: Iterable[str] = ()) -> None:
+def set_json_attrs(obj, attrs: dict[str, Any], skip: Iterable[str] = ()) -> None:
     skip = set(skip)
     for name, value in attrs.items():
         if name in skip or not name:
             continue
-        t, s, v = json_attribute(value)
-        writer.set_attr(obj, name, t, s, v)
+        obj.attributes[name] = json_attribute_record(name, value, stamp())
 
 
 # -- progress --------------------------------------------------------------------

@@ -9,12 +9,13 @@ import json
 from typing import Any
 
 from . import types as T
-from .schema import Shape
+from .schema import Attribute, Shape
 
 VL_UTF8 = T.StringType(None, "utf8", "nullterm")
 INT64 = T.IntType(8, True, "<")
 UINT64 = T.IntType(8, False, "<")
 FLOAT64 = T.FloatType(8, "<")
+JSON_TEXT = "polyfs_json"  # in an attribute's record: its string value is JSON text
 
 
 def json_attribute(value: Any) -> tuple[T.DType, Shape, Any]:
@@ -35,6 +36,26 @@ def json_attribute(value: Any) -> tuple[T.DType, Shape, Any]:
         if kinds <= {INT64, UINT64, FLOAT64}:
             return FLOAT64, Shape("simple", (len(value),)), [float(v) for v in value]
     return VL_UTF8, Shape("scalar"), json.dumps(value, allow_nan=True)
+
+
+def json_attribute_record(name: str, value: Any, created: float) -> Attribute:
+    """The attribute for a JSON value. One stored as JSON text (no HDF5 type holds it) is
+    marked so, and the JSON views give it back as the value written (OME-Zarr
+    ``multiscales``, a ``null``), while a string written as a string stays one."""
+    t, shape, stored = json_attribute(value)
+    extra = {JSON_TEXT: True} if t == VL_UTF8 and not isinstance(value, str) else {}
+    return Attribute(name, t, shape, stored, created, extra)
+
+
+def json_of(attr: Attribute, text: str) -> Any:
+    """What a JSON view shows for a string attribute: the JSON value it holds when it was
+    stored as JSON text (marked), else the string itself."""
+    if not attr.extra.get(JSON_TEXT):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:  # rewritten since (through the HDF5 view) as plain text
+        return text
 
 
 def _json_scalar_type(v: Any) -> T.DType | None:

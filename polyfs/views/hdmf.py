@@ -51,6 +51,7 @@ import numpy as np
 
 from ..errors import PolyfsError, UnsupportedType
 from ..model import values
+from ..model.jsonattrs import json_of
 from ..model.schema import Attribute, Dataset, Group, Link
 from ..model.tree import DomainModel, Entry
 from ..model.types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType,
@@ -156,6 +157,8 @@ def attribute_json(attr: Attribute, paths: Mapping[str, str]) -> Any:
                   lambda e: element_json(attr.type, e, paths))
     if has_reference(attr.type) and not isinstance(resolved(attr.type), CompoundType):
         return {ZARR_DTYPE: "object", "value": value}
+    if isinstance(value, str):
+        return json_of(attr, value)  # a JSON value that had no HDF5 type, stored as its text
     return value
 
 

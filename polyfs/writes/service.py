@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import AlreadyExists, InvalidInput, NotEmpty, NotFound, NotPermitted, PolyfsError
-from ..model.jsonattrs import json_attribute
+from ..model.jsonattrs import json_attribute_record
 from ..model.changes import ObjectChange
 from ..model.editor import DomainEditor, is_implicit
 from ..model.schema import Attribute, Dataset, Group, now
@@ -453,11 +453,10 @@ class WriteService:
         for name, value in attrs.items():
             if not name or name in hdmf.RESERVED:
                 continue
-            t, s, v = json_attribute(value)
-            out[name] = Attribute(name, t, s, v, now())
+            out[name] = json_attribute_record(name, value, now())
         if dimension_names and any(d is not None for d in dimension_names) and "_ARRAY_DIMENSIONS" not in out:
-            t, s, v = json_attribute([d or "" for d in dimension_names])
-            out["_ARRAY_DIMENSIONS"] = Attribute("_ARRAY_DIMENSIONS", t, s, v, now())
+            out["_ARRAY_DIMENSIONS"] = json_attribute_record("_ARRAY_DIMENSIONS", [d or "" for d in dimension_names],
+                                                             now())
         return out
 
     def _attr_change(self, obj, written: dict[str, Any], shown: dict[str, Any]) -> ObjectChange:

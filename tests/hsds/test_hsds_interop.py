@@ -302,6 +302,24 @@ def _txt(x) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
 
 
+def test_json_text_attributes_read_through_h5pyd_as_their_text(hsds, tmp_path):
+    """Zarr attributes with no HDF5 type (objects, null, nested lists) are stored as JSON text
+    marked in the attribute's record; HSDS serves them as the strings they are."""
+    import json
+
+    import h5pyd
+    import zarr
+
+    attrs = {"multiscales": [{"version": "0.4", "datasets": [{"path": "0"}]}], "none": None, "n": 3}
+    zarr.open_group(str(tmp_path / "j.zarr"), mode="w").attrs.update(attrs)
+    import_source(str(tmp_path / "j.zarr"), str(hsds.store_dir), domain="/home/admin/jattrs.h5", progress=False)
+    with h5pyd.File("/home/admin/jattrs.h5", "r", **hsds.kw) as f:
+        got = {k: f.attrs[k] for k in f.attrs}
+    text = {k: v.decode() if isinstance(v, bytes) else v for k, v in got.items()}
+    assert json.loads(text["multiscales"]) == attrs["multiscales"] and text["none"] == "null"
+    assert int(text["n"]) == 3
+
+
 def test_dataset_json_carries_the_schema_layout():
     """Every ``.dataset.json`` has the schema's top-level ``layout`` (HSDS 0.9 reads only it);
     stores with only ``creationProperties.layout`` (HSDS 1.0.2, older polyfs) still load."""

@@ -59,7 +59,8 @@ def test_zarr_python_hierarchy_read_through_every_view(mount_store, store):
     m = mount_store(str(store))
     os.mkdir(m.path / "zarr" / "exp.zarr")
     root = zarr.open_group(str(m.path / "zarr" / "exp.zarr"), mode="a")
-    root.attrs.update({"title": "run 7", "n": 3})
+    ome = [{"version": "0.4", "axes": [{"name": "y", "type": "space"}], "datasets": [{"path": "raw/img"}]}]
+    root.attrs.update({"title": "run 7", "n": 3, "multiscales": ome, "note": None})  # OME-Zarr style
     g = root.create_group("raw")
     g.attrs["kind"] = "raw"
     rng = np.random.default_rng(1)
@@ -84,7 +85,9 @@ def test_zarr_python_hierarchy_read_through_every_view(mount_store, store):
     vol[3:5, 40:42, 0:2] = 7
 
     back = zarr.open_group(str(m.path / "zarr" / "exp.zarr"), mode="r")
-    assert dict(back.attrs) == {"title": "run 7", "n": 3}
+    assert dict(back.attrs) == {"title": "run 7", "n": 3, "multiscales": ome, "note": None}
+    n5_root = json.loads((m.path / "n5" / "exp.n5" / "attributes.json").read_text())
+    assert n5_root["multiscales"] == ome and n5_root["note"] is None
     for name, (data, _) in want.items():
         np.testing.assert_array_equal(back[name][:], data)
         assert back[name].attrs["unit"] == "um"

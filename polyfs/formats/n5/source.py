@@ -69,7 +69,7 @@ class N5Importer:
             if "dimensions" in root:
                 plans.append(self._plan(self.path, "data", root, self.writer.root))
             else:
-                set_json_attrs(self.writer, self.writer.root, root, skip=("n5",))
+                set_json_attrs(self.writer.root, root, skip=("n5",))
                 self._walk(self.path, self.writer.root, plans)
             write_plans(plans, self._write, self.path.name, self.opts.progress)
 
@@ -80,7 +80,7 @@ class N5Importer:
                 plans.append(self._plan(child, child.name, attrs, group))
             else:
                 g = self.writer.add_group(group, child.name)
-                set_json_attrs(self.writer, g, attrs, skip=("n5",))
+                set_json_attrs(g, attrs, skip=("n5",))
                 self._walk(child, g, plans)
 
     # -- datasets ---------------------------------------------------------------------
@@ -109,7 +109,7 @@ class N5Importer:
         member = comp.gzip_member
         filters = list(comp.filters) if comp.filters else stored_pipeline_filters(self.opts, dtype, block)
         ds = self.writer.add_dataset(group, name, dtype, Shape("simple", dims), block, filters)
-        set_json_attrs(self.writer, ds, attrs, skip=RESERVED)
+        set_json_attrs(ds, attrs, skip=RESERVED)
         plan = _Plan(where, ds, dims, block, npdt, filt, member, ts_only)
         plan.nchunks = ds.nchunks if all(dims) else 0
         return plan

@@ -91,7 +91,7 @@ class ZarrImporter:
         attrs = meta.get("attributes") or {}
         if not isinstance(attrs, dict):
             raise self.err(node / META, "attributes is not a JSON object")
-        set_json_attrs(self.writer, obj, attrs)
+        set_json_attrs(obj, attrs)
 
     def _walk(self, node: Path, group, plans: list[_ArrayPlan]) -> None:
         for child in sorted(p for p in node.iterdir() if p.is_dir()):
