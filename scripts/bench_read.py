@@ -19,6 +19,8 @@ local store, mounts it, and prints:
       disk and read through scripts/fuse_ceiling.py (a minimal pass-through pyfuse3
       file system) in the same run, cold and warm; polyfs's figures as ratios to it
       (targets: Zarr cold and warm >= 0.9 of the ceiling).
+  (f) the N5 second read of (d) through a read-only mount of the same store: the
+      difference is the FLUSH a writable mount answers at every close().
 """
 from __future__ import annotations
 
@@ -237,6 +239,22 @@ def main() -> None:
               f"   ceiling/direct {ratio(cn, d1)}")
         print(f"    n5 blocks warm            {cn2:8.0f} MB/s   polyfs/ceiling {ratio(nw, cn2)}"
               f"   ceiling/direct {ratio(cn2, d2)}")
+        # (f) what the FLUSH at every close() costs: a writable mount must answer it (writes are
+        # stored, and their errors returned, there); a read-only one answers ENOSYS once, as the
+        # ceiling does, and the kernel sends no more (pyfuse3 has no FOPEN_NOFLUSH per open)
+        ro = work / "mnt-ro"
+        ro.mkdir(exist_ok=True)
+        subprocess.run([sys.executable, "-m", "polyfs", "mount", str(store), str(ro), "-o", "ro"], check=True)
+        try:
+            ro_blocks = [ro / "n5" / "bench.n5" / "volume" / p.relative_to(n5_arr) for p in block_files]
+            read_files(ro_blocks)
+            r_bytes, t_r = read_files(ro_blocks)
+            d3_bytes, t_d3 = read_files(chunks)
+        finally:
+            subprocess.run([sys.executable, "-m", "polyfs", "umount", str(ro)])
+        d3 = mbps(d3_bytes, t_d3)
+        print(f"(f) n5 blocks, second read, read-only mount {mbps(r_bytes, t_r):8.0f} MB/s   ratio {ratio(mbps(r_bytes, t_r), d3)}"
+              f"   (vs (d): the FLUSH per close() a writable mount answers)")
     finally:
         subprocess.run([sys.executable, "-m", "polyfs", "umount", str(mnt)])
         if not args.workdir:
