@@ -595,6 +595,11 @@ class Overlay:
             for p in [p for p in self.dirs if p == path or p.startswith(prefix)]:
                 del self.dirs[p]
 
+    def holds(self, f: PendingFile) -> bool:
+        """Whether ``f`` is still the file at its path (not unlinked, renamed or replaced)."""
+        with self.lock:
+            return self.files.get(f.path) is f
+
     def scratch_below(self, path: str) -> list[PendingFile]:
         """Files below directory ``path`` that are kept as scratch (not chunk or metadata files)."""
         prefix = path.rstrip("/") + "/"

@@ -275,9 +275,7 @@ class WriteSide:
         existing = await self.fs.run(self._lookup_node, parent, text)
         if existing is not None:
             if flags & os.O_EXCL:
-                if not await self.fs.run(self.service.made_unwritten, path):
-                    raise FileExistsError(errno.EEXIST, path)
-                flags |= os.O_TRUNC  # a metadata file only shown for a mkdir'd group: new to this creator
+                raise FileExistsError(errno.EEXIST, path)
             entry = self.inodes.remember(path, existing)
         else:
             target = await self.fs.run(self.service.route, path)
@@ -338,8 +336,8 @@ class WriteSide:
         files, and are stored as such (one refused is logged: its writer has closed it)."""
         waiting = self.overlay.scratch_below(path.rsplit("/", 1)[0])
         for p in waiting:
-            if not await self.fs.run(self.service.is_ingestible, p.path):
-                continue
+            if not await self.fs.run(self.service.is_ingestible, p.path) or not self.overlay.holds(p):
+                continue  # not a chunk file of it, or unlinked or renamed meanwhile
             p.ingest = p.dirty = True
             if p.opens > 0:
                 continue  # stored at its writer's close

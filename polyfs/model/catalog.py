@@ -43,6 +43,9 @@ class Catalog:
         self._lock = threading.RLock()
         self._domains: dict[str, DomainModel] = {}
         self._chunk_index: dict[str, ChunkIndex] = {}
+        # dataset id -> bumped when its chunks change through polyfs or its index is dropped: a
+        # listing that ran meanwhile may miss those chunks and is not cached (prefetch_chunk_indexes)
+        self._index_gen: dict[str, int] = {}
         self._pipelines: dict[str, Pipeline] = {}
         self._crc: dict[str, CrcTable] = {}
         self._fetch_threads = fetch_threads
@@ -237,6 +240,8 @@ class Catalog:
         with self._lock:
             if path is None:
                 self._domains.clear()
+                for did in self._chunk_index:
+                    self._index_gen[did] = self._index_gen.get(did, 0) + 1
                 self._chunk_index.clear()
                 self._pipelines.clear()
                 self._crc.clear()
@@ -248,6 +253,7 @@ class Catalog:
 
     def invalidate_dataset(self, dataset_id: str) -> None:
         with self._lock:
+            self._index_gen[dataset_id] = self._index_gen.get(dataset_id, 0) + 1
             self._chunk_index.pop(dataset_id, None)
             self._pipelines.pop(dataset_id, None)
             self._crc.pop(dataset_id, None)
@@ -255,22 +261,29 @@ class Catalog:
     # -- chunks ------------------------------------------------------------
     def chunk_index(self, dataset: Dataset) -> ChunkIndex:
         """The dataset's existing chunks and their sizes, from one listing."""
-        with self._lock:
-            idx = self._chunk_index.get(dataset.id)
-        if idx is not None:
-            return idx
-        self.prefetch_chunk_indexes([dataset])
-        with self._lock:
-            return self._chunk_index[dataset.id]
+        listings = 0
+        while True:
+            with self._lock:
+                idx = self._chunk_index.get(dataset.id)
+            if idx is not None:
+                return idx
+            built = self.prefetch_chunk_indexes([dataset])
+            listings += dataset.id in built
+            if listings >= LISTING_ATTEMPTS and dataset.id in built:
+                return built[dataset.id]  # chunks kept changing while listed: this listing, uncached
 
-    def prefetch_chunk_indexes(self, datasets: Iterable[Dataset]) -> None:
-        """The chunk indexes of many datasets: from persisted indexes still valid
-        for their directory's token, else from one bulk store listing (then
-        persisted when the store is writable and the directory held still)."""
+    def prefetch_chunk_indexes(self, datasets: Iterable[Dataset]) -> dict[str, ChunkIndex]:
+        """The chunk indexes of many datasets (returned, and cached): from persisted indexes
+        still valid for their directory's token, else from one bulk store listing (then
+        persisted when the store is writable and the directory held still). One whose chunks
+        changed through polyfs while it was read is returned but not cached: the listing may
+        have run before a chunk landed, whose ``chunks_updated`` found nothing to update."""
         with self._lock:
             todo = {keys.dataset_prefix(d.id): d for d in datasets if d.id not in self._chunk_index}
+            gens = {d.id: self._index_gen.get(d.id, 0) for d in todo.values()}
         if not todo:
-            return
+            return {}
+
         built: dict[str, ChunkIndex] = {}
         tokens = {p: self.store.dir_token(p) for p in todo}
         for p, d in todo.items():
@@ -297,7 +310,9 @@ class Catalog:
                         self._persist_index(built[d.id], tokens[p][0])
         with self._lock:
             for did, idx in built.items():
-                self._chunk_index.setdefault(did, idx)
+                if self._index_gen.get(did, 0) == gens[did]:
+                    self._chunk_index.setdefault(did, idx)
+        return built
 
     def _cached_index(self, d: Dataset, prefix: str, token: str) -> ChunkIndex | None:
         try:
@@ -546,6 +561,7 @@ class Catalog:
         cached index in place of a new listing."""
         removed = list(removed)
         with self._lock:
+            self._index_gen[dataset.id] = self._index_gen.get(dataset.id, 0) + 1
             idx = self._chunk_index.get(dataset.id)
             if idx is not None:
                 self._chunk_index[dataset.id] = idx.updated(sizes, removed)
@@ -564,6 +580,7 @@ class Catalog:
             self.touch(path)
 
 
+LISTING_ATTEMPTS = 4  # listings of a dataset whose chunks keep changing meanwhile, before one is used uncached
 REFRESH_SHARE = 0.05  # of the daemon's time at most spent re-reading domains other writers may change
 
 

@@ -192,10 +192,7 @@ class DomainEditor:
         """A chunked dataset, resizable without limit along every dimension."""
         dims_ = tuple(int(d) for d in dims)
         chunks_ = tuple(int(c) for c in chunks)
-        if len(chunks_) != len(dims_) or any(c <= 0 for c in chunks_) or any(d < 0 for d in dims_):
-            raise InvalidInput(f"chunk shape {list(chunks_)} does not fit shape {list(dims_)}")
-        pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks_)
-        pipeline._check()
+        pipeline = self.check_dataset(dtype, dims_, chunks_, filters)
         props: dict[str, Any] = {"polyfs": dict(view_hints)} if view_hints else {}
         shape = Shape("simple", dims_, tuple(UNLIMITED for _ in dims_)) if dims_ else Shape("scalar")
 
@@ -205,6 +202,16 @@ class DomainEditor:
                            pipeline.to_json(), fill_value, dict(attributes or {}), props, t, t)
 
         return self._create_linked(path, h5path, make)
+
+    @staticmethod
+    def check_dataset(dtype: DType, dims: Sequence[int], chunks: Sequence[int], filters: Sequence[Filter]) -> Pipeline:
+        """The pipeline of a dataset ``create_dataset`` would make; InvalidInput when it cannot."""
+        dims, chunks = tuple(int(d) for d in dims), tuple(int(c) for c in chunks)
+        if len(chunks) != len(dims) or any(c <= 0 for c in chunks) or any(d < 0 for d in dims):
+            raise InvalidInput(f"chunk shape {list(chunks)} does not fit shape {list(dims)}")
+        pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks)
+        pipeline._check()
+        return pipeline
 
     def apply(self, path: str, change: ObjectChange) -> None:
         """Apply everything ``change`` asks of one object: validated first, then one JSON write,

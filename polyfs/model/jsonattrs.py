@@ -43,7 +43,7 @@ def json_attribute_record(name: str, value: Any, created: float) -> Attribute:
     marked so, and the JSON views give it back as the value written (OME-Zarr
     ``multiscales``, a ``null``), while a string written as a string stays one."""
     t, shape, stored = json_attribute(value)
-    extra = {JSON_TEXT: True} if t == VL_UTF8 and not isinstance(value, str) else {}
+    extra = {JSON_TEXT: True} if t == VL_UTF8 and shape.kind == "scalar" and not isinstance(value, str) else {}
     return Attribute(name, t, shape, stored, created, extra)
 
 

@@ -39,6 +39,7 @@ from ..model.jsonattrs import json_attribute_record
 from ..model.changes import ObjectChange
 from ..model.editor import DomainEditor, is_implicit
 from ..model.schema import Attribute, Dataset, Group, now
+from ..model.tree import DomainModel
 from ..views import hdmf
 from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths
@@ -145,15 +146,6 @@ class WriteService:
         if _is_document(self.ingester(t)) or t.domain is None or not t.rest or not isinstance(t.obj, Dataset):
             return False
         return t.rest != [self.ingester(t).meta_name] and self.is_ingestible(path)
-
-    def made_unwritten(self, path: str) -> bool:
-        """True when ``path`` is the metadata file a view shows for a group made by ``mkdir``
-        that nobody wrote metadata into: a create with O_EXCL may make it, as GNU cp and
-        rsync create every file in a directory they made."""
-        t = self.route(path)
-        if _is_document(self.ingester(t)) or t.domain is None or not isinstance(t.obj, Group):
-            return False
-        return t.rest == [self.ingester(t).meta_name] and is_implicit(t.obj)
 
     def _new_document_domain(self, t: Target) -> str | None:
         """The domain a new file at ``t`` (above every domain) would be, in a view of one file per domain."""
@@ -324,6 +316,10 @@ class WriteService:
             changes = ing.document_changes(t, src, where)
             if changes.is_empty():
                 return
+            assert t.model is not None
+            for change in changes.objects:  # a group a document changes is a group to every view now
+                if change.obj_id in t.model.groups and change.implicit is None:
+                    change.implicit = False
             try:
                 created = changes.created.objects() if changes.created is not None else []
                 if changes.created is not None:
@@ -404,24 +400,29 @@ class WriteService:
             return None
 
     def _replace_group(self, t: Target, where: str, meta: ArrayWrite) -> Dataset:
-        """An array's metadata written into a group directory: the (empty) group becomes the array."""
+        """An array's metadata written into a group directory: the group becomes the array if
+        it is empty or holds only that array's chunk directories made by ``mkdir`` (``cp -r``
+        and rsync make ``c/0/...``, and write the chunk files in them, kept as scratch, before
+        the array's metadata). The array is validated before anything changes; the group is
+        checked under the domain's lock, on the domain as it is then."""
         assert isinstance(t.obj, Group) and t.domain is not None
         if t.h5path == "/":
             raise NotPermitted(f"{where}: the root of a domain is a group; create arrays inside it")
-        if t.obj.links and not self._chunk_dirs_only(t, meta):
-            raise NotEmpty(f"{where}: group {t.h5path} has members; it cannot become an array")
         attrs = self._typed(meta.attributes, meta.dimension_names)
+        self.editor.check_dataset(meta.dtype, meta.shape, meta.chunks, meta.filters)
         with self.editor.lock(t.domain):
-            self.editor.delete(t.domain, t.h5path, recursive=True)
+            model = self.editor.model(t.domain)
+            group = model.resolve(t.h5path)
+            if not isinstance(group, Group) or (group.links and not self._chunk_dirs_only(t, model, group, meta)):
+                raise NotEmpty(f"{where}: group {t.h5path} has members; it cannot become an array")
+            self.editor.delete(t.domain, t.h5path, recursive=bool(group.links))
             return self.editor.create_dataset(t.domain, t.h5path, meta.dtype, meta.shape, meta.chunks, meta.filters,
                                               meta.fill, attrs, meta.hints or None)
 
-    def _chunk_dirs_only(self, t: Target, meta: ArrayWrite) -> bool:
-        """True when all below group ``t.obj`` is directories made by ``mkdir`` that are chunk
-        directories of the array ``meta`` describes: ``cp -r`` and rsync make ``c/0/...`` (and
-        write the chunk files in them, kept as scratch) before the array's metadata file."""
-        model, ing = t.model, self.ingester(t)
-        assert model is not None
+    def _chunk_dirs_only(self, t: Target, model: DomainModel, group: Group, meta: ArrayWrite) -> bool:
+        """True when all below ``group`` is directories made by ``mkdir`` that are chunk
+        directories of the array ``meta`` describes."""
+        ing = self.ingester(t)
 
         def below(g: Group, rel: list[str]) -> bool:
             for name, link in g.links.items():
@@ -431,7 +432,7 @@ class WriteService:
                     return False
             return True
 
-        return below(t.obj, []) if isinstance(t.obj, Group) else False
+        return below(group, [])
 
     @staticmethod
     def _check_same_array(ds: Dataset, meta: ArrayWrite, where: str) -> None:

@@ -454,3 +454,15 @@ def test_sigkill_with_spilled_write_buffers_keeps_acknowledged_shards(mount_stor
         assert res.returncode == 0, res.stdout + res.stderr
         res = subprocess.run(polyfs_cmd("check", str(store), "--deep"), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "store is consistent" in res.stdout, res.stdout + res.stderr
+
+
+def test_a_mkdir_domain_filled_through_hdf5_shows_its_root_zarr_json(mount_store, store):
+    """A domain made by mkdir shows no zarr.json until one is written, but a document view
+    (h5py through hdf5/) that adds members makes its root a group in every view."""
+    m = mount_store(str(store))
+    os.mkdir(m.path / "zarr" / "mixed.zarr")
+    assert os.listdir(m.path / "zarr" / "mixed.zarr") == []
+    with h5py.File(m.path / "hdf5" / "mixed.h5", "r+") as f:
+        f.create_dataset("d", data=np.arange(6, dtype="i4"))
+    root = zarr.open_group(str(m.path / "zarr" / "mixed.zarr"), mode="r")
+    np.testing.assert_array_equal(root["d"][:], np.arange(6, dtype="i4"))

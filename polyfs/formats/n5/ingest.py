@@ -21,8 +21,8 @@ from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import FORMAT
-from .spec import DATASET_KEYS, META, MODE_DEFAULT, N5_KEYS, RESERVED, compression_of, declared_hints, numpy_dtype, \
-    parse_block_header
+from .spec import DATASET_KEYS, HINT_PREFIX, META, MODE_DEFAULT, N5_KEYS, RESERVED, compression_of, declared_hints, \
+    numpy_dtype, parse_block_header
 
 HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
 # what a malformed (but valid JSON) attributes.json makes Python raise while it is read
@@ -86,7 +86,7 @@ def _parse(attrs: dict[str, Any], where: str) -> GroupWrite | ArrayWrite:
 class N5Ingester:
     meta_name = META
     skip_attributes = hdmf.RESERVED + N5_KEYS
-    hint_prefix = "n5_"
+    hint_prefix = HINT_PREFIX
 
     def __init__(self, ctx: ViewContext) -> None:
         self.ctx = ctx

@@ -37,8 +37,9 @@ AXIS_ATTRS = {
 }
 # what a writer declared in its attributes.json that the view serves back as written (kept in
 # the dataset's view hints; only spellings other than the view's default are kept):
-HINT_ZLIB = "n5_use_zlib"  # gzip with useZlib: blocks are the stored zlib stream
-HINT_AXIS_ATTRS = "n5_axis_attributes"  # units/axes/resolution written in another than the per-axis form
+HINT_PREFIX = "n5_"  # every hint the N5 view keeps starts so (a rewrite replaces only these)
+HINT_ZLIB = HINT_PREFIX + "use_zlib"  # gzip with useZlib: blocks are the stored zlib stream
+HINT_AXIS_ATTRS = HINT_PREFIX + "axis_attributes"  # units/axes/resolution written in another than the per-axis form
 
 
 def not_per_axis(attrs: dict[str, Any], rank: int) -> list[str]:

@@ -34,6 +34,7 @@ import numpy as np
 from ...errors import InvalidInput
 from ...model.schema import Dataset, Group
 from ...vfile import Literal, VFile
+from . import FORMAT
 from . import meta as tiffmeta
 from .raster import raster
 from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size, ifd_chain,
@@ -41,7 +42,7 @@ from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavo
 from .tiles import TileData
 
 EXTENSION = ".tif"  # what the view shows
-WRITTEN_EXTENSIONS = (".tif", ".tiff")  # what a writer may name a new file (any case): dataset = the stem
+WRITTEN_EXTENSIONS = FORMAT.source_suffixes  # what a writer may name a new file (any case): dataset = the stem
 BIGTIFF_AT = 1 << 32  # classic TIFF offsets are 32-bit
 SOFTWARE = "polyfs"
 

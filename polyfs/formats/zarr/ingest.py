@@ -20,8 +20,8 @@ from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
-from .spec import (DEFAULT_INDEX, META, MISSING, KeyEncoding, ShardIndex, Spelling, array_to_bytes_at, bytes_codecs,
-                   fill_json, is_real_transpose, numpy_dtype, per_shard)
+from .spec import (DEFAULT_INDEX, HINT_PER_SHARD, HINT_PREFIX, HINT_SHARDED, META, MISSING, KeyEncoding, ShardIndex,
+                   Spelling, array_to_bytes_at, bytes_codecs, fill_json, is_real_transpose, numpy_dtype, per_shard)
 
 
 def _err(where: str, cause: object) -> InvalidInput:
@@ -103,7 +103,7 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
         raise _err(where, f"chunk_key_encoding {keys.name!r} cannot be written through the view (use 'default')")
     filters = tuple(chain.filters)
     per = per_shard(outer, chunks) if index is not None else (1,) * len(shape)
-    hints = {"zarr_chunks_per_shard": list(per)} if index is not None else {"zarr_sharded": False}
+    hints = {HINT_PER_SHARD: list(per)} if index is not None else {HINT_SHARDED: False}
     # served back as declared: the writer's open handle keeps reading with its own metadata
     hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX).hints())
     elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
@@ -114,7 +114,7 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
 class ZarrIngester:
     meta_name = META
     skip_attributes = hdmf.RESERVED
-    hint_prefix = "zarr_"
+    hint_prefix = HINT_PREFIX
 
     def __init__(self, ctx: ViewContext) -> None:
         self.ctx = ctx

@@ -123,8 +123,11 @@ def shard_index_bytes(nentries: int, positions: np.ndarray, offsets: np.ndarray,
 # A writer's zarr.json is served back as written for the spellings below (else its open handle,
 # which keeps its own metadata, misreads the files the view serves): the inner chain's trailing
 # crc32c (appended to each served chunk) and the shard index's codecs and location.
-HINT_CRC32C = "zarr_crc32c"
-HINT_SHARD_INDEX = "zarr_shard_index"
+HINT_PREFIX = "zarr_"  # every hint the Zarr view keeps starts so (a rewrite replaces only these)
+HINT_CRC32C = HINT_PREFIX + "crc32c"
+HINT_SHARD_INDEX = HINT_PREFIX + "shard_index"
+HINT_PER_SHARD = HINT_PREFIX + "chunks_per_shard"  # the writer's shard shape, in inner chunks
+HINT_SHARDED = HINT_PREFIX + "sharded"  # False: the writer wrote one file per chunk
 
 
 @dataclass(frozen=True)

@@ -298,7 +298,7 @@ class ArrayPlan:
         if not self.use_shards:
             return (1,) * len(self.grid)
         rank = len(self.ds.grid)
-        hinted = self.hints.get("zarr_chunks_per_shard")
+        hinted = self.hints.get(spec.HINT_PER_SHARD)
         opt = self.ctx.options.shard_shape.get(self.path) or hinted
         if opt is not None:
             if len(opt) == rank and all(int(k) > 0 for k in opt):
@@ -317,10 +317,10 @@ class ArrayPlan:
 
     @property
     def use_shards(self) -> bool:
-        if "zarr_sharded" in self.hints:
-            sharded = bool(self.hints["zarr_sharded"])
+        if spec.HINT_SHARDED in self.hints:
+            sharded = bool(self.hints[spec.HINT_SHARDED])
         else:
-            sharded = self.sharded or "zarr_chunks_per_shard" in self.hints
+            sharded = self.sharded or spec.HINT_PER_SHARD in self.hints
         return sharded and not self.is_scalar and not self.void_fill
 
     @property
