@@ -19,7 +19,9 @@ prints, for each TIFF:
           or the store's page cache;
   kernel  MB/s of a third read (kernel page cache);
 and the ratios transcoded/zero-copy and view/direct, where "direct" reads the
-stored chunk objects of ``planes`` from local disk (warm page cache).
+stored chunk objects of ``planes`` from local disk (warm page cache); and, for
+deflate cubes, the decode ceiling: the seconds to inflate the cube's chunks alone
+on every core, the least any transcoded first read can take.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +81,28 @@ def build_store(root: Path, size_mib: int, cube_chunks: tuple[int, int, int],
     ds_dirs = [p for p in chunk_dir.glob("*/d/*") if (p / ".dataset.json").exists()]
     planes_dir = next(p for p in ds_dirs if '"dims": [1, 256, 256]' in (p / ".dataset.json").read_text())
     return shape, [p for p in planes_dir.iterdir() if not p.name.startswith(".")]
+
+
+def decode_ceiling(store: Path, codec: str, chunk_nbytes: int) -> float | None:
+    """Seconds to inflate every stored chunk of /cube with libdeflate on every core, from
+    the page cache, and nothing else: no transcoded first read can take less (the
+    transcoded TIFF's tiles are the decoded chunks' planes). None for other codecs."""
+    if codec != "deflate":
+        return None
+    import imagecodecs
+
+    dirs = [p for p in (store / "db").glob("*/d/*") if (p / ".dataset.json").exists()]
+    cube = next(p for p in dirs if '"dims": [1, 256, 256]' not in (p / ".dataset.json").read_text())
+    blobs = [p.read_bytes() for p in sorted(cube.iterdir()) if not p.name.startswith(".")]
+
+    def inflate(blob: bytes) -> Any:  # into a buffer of the known size, as polyfs decodes
+        return imagecodecs.deflate_decode(blob, out=chunk_nbytes)
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(inflate, blobs[:4]))  # warm up
+        t0 = time.perf_counter()
+        list(pool.map(inflate, blobs))
+        return time.perf_counter() - t0
 
 
 def _blocks(block: np.ndarray, chunks: tuple[int, ...], z0: int):
@@ -174,6 +200,11 @@ def main() -> None:
               f"cached read {t[3] / z[3]:.2f};  kernel-cached read {t[4] / z[4]:.2f} (MB/s of file bytes)")
         print(f"view / direct:           zero-copy first {z[2] / direct:.2f}, cached {z[3] / direct:.2f};  "
               f"transcoded first {t[2] / direct:.2f}, cached {t[3] / direct:.2f}")
+        t_dec = decode_ceiling(store, args.cube_codec, 2 * int(np.prod(cube_chunks)))
+        if t_dec is not None:
+            print(f"decode ceiling:          inflating the cube's chunks alone on {os.cpu_count()} cores takes "
+                  f"{t_dec:.2f} s: the first-read ratio cannot exceed {z[5] / t_dec:.2f} on this machine "
+                  f"(polyfs reaches {z[5] / t[5] / (z[5] / t_dec):.2f} of it)")
     finally:
         subprocess.run([sys.executable, "-m", "polyfs", "umount", str(mnt)])
         if not args.workdir:
