@@ -173,6 +173,25 @@ class WriteSide:
             # showed was replaced or deleted since, and one missing here is never deleted.
             del seen[next(iter(seen))]
 
+    def _misses_above(self, writer: int, path: str) -> list[str]:
+        """The directories above ``path`` that ``writer`` looked up and found missing (``c``
+        before any ``c/0/0`` existed), nearest first."""
+        parts = path.split("/")
+        out = []
+        for k in range(len(parts) - 1, 0, -1):
+            above = "/".join(parts[:k])
+            read = self._seen.get((writer, above))
+            if read is not None and not any(vf.object_keys() for vf in read.values()):
+                out.append(above)
+        return out
+
+    def _missed_above(self, writer: int, path: str) -> float | None:
+        """When ``writer`` found no directory above ``path``: it read "no file" there, which no
+        record of ``path`` itself says. A writer that then writes a shard it could not read
+        must not have the chunks another process stored meanwhile deleted as ones it dropped."""
+        times = [self._read_at[(writer, p)] for p in self._misses_above(writer, path) if (writer, p) in self._read_at]
+        return min(times) if times else None
+
     def note_read_open(self, pid: int, path: str, at: float) -> None:
         """When a process first read a chunk file since it last wrote it: the base of its
         read-modify-write. The *first* read, because a tool may read a shard's index and its
@@ -244,6 +263,10 @@ class WriteSide:
         base_time = pending.base_time if base_time is None else base_time
         try:
             read = self._seen.get((writer, target))
+            if read is None:
+                missed = self._missed_above(writer, target)
+                if missed is not None:  # it looked for the file and found no directory: saw no chunks
+                    read, base_time = {}, min(base_time, missed)
             seen = set().union(*(vf.object_keys() for vf in read.values())) if read is not None else None
             self.service.ingest(target, pending, base_time, writer, seen)
         except Exception:
@@ -252,6 +275,9 @@ class WriteSide:
         pending.dirty = False
         self._read_at.pop((writer, target), None)  # its next read-modify-write starts anew
         self._seen.pop((writer, target), None)
+        for above in self._misses_above(writer, target):  # it knows what is there now: it wrote it
+            self._read_at.pop((writer, above), None)
+            self._seen.pop((writer, above), None)
         self._changed(target)
 
     # -- opening for write ------------------------------------------------------------------

@@ -1396,3 +1396,21 @@ def test_zarr_chunk_file_outside_the_extent_is_refused(zfs):
     lay = make_zarr(fs, "zarr/t.zarr/a", meta, rng_data((4, 6), "<u2"))
     fs.makedirs("zarr/t.zarr/a/c/5")
     refused(fs, errno.EINVAL, lambda: fs.write_file("zarr/t.zarr/a/c/5/5", lay.encode_chunk(rng_data((2, 2), "<u2"))))
+
+
+def test_a_writer_that_found_no_chunk_directory_drops_no_chunks_stored_since(zfs):
+    """Found by four zarr-python processes writing one shard: process A looked up ``c`` before
+    any chunk existed (ENOENT), process B then stored a shard, and A wrote its own shard
+    without reading (it had found none). B's chunks are not A's to delete."""
+    fs = zfs
+    meta = zarr_array_meta((8, 8), "<u2", (4, 4), shards=(8, 8), codecs=("zstd",))
+    lay = make_zarr(fs, "zarr/t.zarr/a", meta)
+    a, b = fs.as_pid(4_900_001), fs.as_pid(4_900_002)
+    assert not a.exists("zarr/t.zarr/a/c/0/0")  # A's lookup stops at the missing "c"
+    b.makedirs("zarr/t.zarr/a/c/0")
+    b.write_file("zarr/t.zarr/a/c/0/0", encode_shard({0: lay.encode_chunk(np.full((4, 4), 7, "<u2"))}, 4))
+    a.write_file("zarr/t.zarr/a/c/0/0", encode_shard({3: lay.encode_chunk(np.full((4, 4), 9, "<u2"))}, 4))
+    want = np.zeros((8, 8), "<u2")
+    want[:4, :4] = 7
+    want[4:, 4:] = 9
+    assert_values(fs, "t", "a", want)
