@@ -4,7 +4,6 @@ through the view is stored packed again (operations awaited directly)."""
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 
 import h5py
@@ -15,7 +14,7 @@ from polyfs.importers import import_source
 from polyfs.model import types as T
 from polyfs.store import open_store
 from support import make_ctx
-from writeharness import FS
+from writeharness import FS, write_changes
 
 OBS = np.dtype({"names": ["a", "b", "c"], "formats": ["i1", "<f8", "<i2"], "offsets": [0, 8, 16], "itemsize": 24})
 POS = np.dtype({"names": ["lat", "n"], "formats": ["<f4", "<i2"], "offsets": [0, 4], "itemsize": 8})
@@ -52,19 +51,6 @@ def _stored_values(store_url: str, path: str) -> np.ndarray:
     return out
 
 
-def _write_changes(fs: FS, path: str, before: bytes, after: bytes) -> None:
-    """``r+`` as the kernel sees it: only the pages that changed (or grew) are written."""
-    page = 4096
-    h = fs.open_file(path, os.O_RDWR)
-    try:
-        for at in range(0, len(after), page):
-            if after[at:at + page] != before[at:at + page]:
-                h.write(after[at:at + page], at)
-        h.flush()
-    finally:
-        h.release()
-
-
 def test_r_plus_write_of_padded_compounds(tmp_path):
     src = tmp_path / "padded.h5"
     with h5py.File(src, "w") as f:
@@ -85,7 +71,7 @@ def test_r_plus_write_of_padded_compounds(tmp_path):
         f["contig"][3] = (55, 5.5, 5)
         f["nested2"][5] = ((7.5, 8), 9.5)
     ids = {n: _dataset_id(store, n) for n in ("/obs", "/contig", "/nested2", "/other")}
-    _write_changes(fs, "hdf5/padded.h5", before, buf.getvalue())
+    write_changes(fs, "hdf5/padded.h5", before, buf.getvalue())
     assert {n: _dataset_id(store, n) for n in ids} == ids  # the same datasets, changed (not a new import)
     after = tmp_path / "after.h5"
     after.write_bytes(fs.fresh(read_only=True).read_file("hdf5/padded.h5"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import io
-import os
 import struct
 
 import h5py
@@ -18,22 +17,9 @@ from polyfs.formats.hdf5.structs import lookup3
 from polyfs.importers import import_source
 from polyfs.store import open_store
 from support import make_ctx
-from writeharness import FS, FsError
+from writeharness import FS, FsError, write_changes
 
 netCDF4 = pytest.importorskip("netCDF4")
-
-
-def _write_changes(fs: FS, path: str, before: bytes, after: bytes) -> None:
-    """``r+`` as the kernel sees it: only the pages that changed (or grew) are written."""
-    page = 4096
-    h = fs.open_file(path, os.O_RDWR)
-    try:
-        for at in range(0, len(after), page):
-            if after[at:at + page] != before[at:at + page]:
-                h.write(after[at:at + page], at)
-        h.flush()
-    finally:
-        h.release()
 
 
 def _model(store: str, domain: str):
@@ -76,7 +62,7 @@ def test_netcdf_rename_dimension_without_coordinate_variable(tmp_path, old, new)
     d.close()
     with h5py.File(work, "r") as f:
         assert _addr(f, f"/{new}") == was  # the case at hand: HDF5 reused the address
-    _write_changes(fs, "hdf5/d.nc", before, work.read_bytes())
+    write_changes(fs, "hdf5/d.nc", before, work.read_bytes())
 
     _, model = _model(store, "/d.nc")
     assert model.resolve(f"/{new}").id != old_id  # a new object; the old one is gone
@@ -109,7 +95,7 @@ def _rewrite(fs: FS, tmp_path, edit) -> h5py.File:
     buf = io.BytesIO(before)
     with h5py.File(buf, "r+", libver=("v108", "latest")) as f:  # version 2 object headers, as netCDF-C
         edit(f)
-    _write_changes(fs, "hdf5/s.h5", before, buf.getvalue())
+    write_changes(fs, "hdf5/s.h5", before, buf.getvalue())
     after = tmp_path / "after.h5"
     after.write_bytes(fs.fresh(read_only=True).read_file("hdf5/s.h5"))
     return h5py.File(after, "r")
@@ -194,6 +180,6 @@ def test_type_changed_in_place_is_still_refused(tmp_path):
         assert f["a"].dtype == np.dtype("<u4")
     snapshot = fs.snapshot()
     with pytest.raises(FsError) as ei:
-        _write_changes(fs, "hdf5/s.h5", before, after)
+        write_changes(fs, "hdf5/s.h5", before, after)
     assert ei.value.errno == errno.EOPNOTSUPP
     assert fs.snapshot() == snapshot

@@ -831,3 +831,16 @@ def copy_tree(fs: FS, path: str, dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(fs.read_file(f"{path}/{rel}"))
     return dest
+
+
+def write_changes(fs: FS, path: str, before: bytes, after: bytes) -> None:
+    """``r+`` as the kernel sees it: only the pages that changed (or grew) are written."""
+    page = 4096
+    h = fs.open_file(path, os.O_RDWR)
+    try:
+        for at in range(0, len(after), page):
+            if after[at:at + page] != before[at:at + page]:
+                h.write(after[at:at + page], at)
+        h.flush()
+    finally:
+        h.release()
