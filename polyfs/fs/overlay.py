@@ -5,7 +5,9 @@ own file, if any), never a copy of it (DESIGN.md section 4):
 
 - Pages are ``WriteBudget.page_size`` (256 KiB). A page is absent (base bytes below
   ``base_limit``, zeros above), in memory (a ``bytearray`` only as long as needed: a
-  300-byte JSON costs ~300 bytes) or spilled (an ``int``, its length in the file's
+  300-byte JSON costs ~300 bytes; or a read-only ``memoryview`` of the immutable
+  buffer a write brought when it covered the whole page, copied on its first change:
+  a stream of large writes is kept without copying it on the FUSE loop) or spilled (an ``int``, its length in the file's
   scratch file at ``page_no * page_size``, sparse). Past its length a page reads zeros.
 - A write into an absent page inside the base first copies the base bytes of that
   page it does not cover (one ``base.read`` of at most a page), so a present page is
@@ -228,7 +230,7 @@ class PendingFile(FileNode):
         self._page = budget.page_size
         self._size = base.size if base is not None else 0
         self._base_limit = self._size  # below it, bytes of absent pages are the base's
-        self._pages: dict[int, bytearray | int] = {}  # page no -> in memory | spilled length
+        self._pages: dict[int, bytearray | memoryview | int] = {}  # page no -> in memory | spilled length
         self._scratch: IO[bytes] | None = None
         self._gone = False
         self._failed: str | None = None  # why a write of it was lost (scratch I/O): never stored
@@ -356,10 +358,13 @@ class PendingFile(FileNode):
     def _write_page(self, p: int, o: int, data: memoryview) -> None:
         page = self._pages.get(p)
         if page is None and o == 0 and len(data) >= min(self._page, self._base_limit - p * self._page):
-            page = bytearray(data)  # covers all the base bytes it has: one copy, no zero fill
+            # covers all the base bytes it has: no zero fill; an immutable buffer is kept as it is
+            page = data if isinstance(data.obj, bytes) else bytearray(data)
             self._pages[p] = page
             self.budget._account(self, p, len(page))
             return
+        if isinstance(page, memoryview):
+            page = bytearray(page)  # its first change: a copy of its own
         if page is None:
             page = bytearray(max(min(self._page, self._base_limit - p * self._page), 0))
             need = self._base_need(p, o, o + len(data))
@@ -401,7 +406,7 @@ class PendingFile(FileNode):
             for p in range(off // P, (end - 1) // P + 1):
                 a, b = max(off, p * P), min(end, p * P + P)
                 page = self._pages.get(p)
-                if isinstance(page, bytearray):
+                if isinstance(page, (bytearray, memoryview)):
                     with memoryview(page) as whole:  # released at once: a page with a live view cannot grow
                         chunk = whole[a - p * P:b - p * P]
                         view[a - off:a - off + len(chunk)] = chunk
@@ -431,7 +436,7 @@ class PendingFile(FileNode):
         for p in range(off // P, (end - 1) // P + 1):
             page = self._pages.get(p)
             a, b = max(off, p * P) - p * P, min(end, p * P + P) - p * P
-            if not isinstance(page, bytearray) or len(page) < b:
+            if page is None or isinstance(page, int) or len(page) < b:
                 return None
             parts.append(memoryview(page)[a:b])
         return parts
@@ -452,7 +457,10 @@ class PendingFile(FileNode):
                     self._drop_page(p)
                 p, keep = size // P, size % P
                 page = self._pages.get(p)
-                if isinstance(page, bytearray) and len(page) > keep:
+                if isinstance(page, memoryview) and len(page) > keep:
+                    self._pages[p] = page[:keep]
+                    self.budget._account(self, p, keep)
+                elif isinstance(page, bytearray) and len(page) > keep:
                     del page[keep:]
                     self.budget._account(self, p, keep)
                 elif isinstance(page, int) and page > keep:
@@ -465,13 +473,13 @@ class PendingFile(FileNode):
 
     def _drop_page(self, p: int) -> None:
         page = self._pages.pop(p)
-        self.budget._forget(self, p, 0 if isinstance(page, bytearray) else -page)
+        self.budget._forget(self, p, -page if isinstance(page, int) else 0)
 
     def _spill(self, p: int) -> None:
         """Move page ``p`` to the scratch file (called by the budget, no other lock held)."""
         with self.lock:
             page = self._pages.get(p)
-            if self._gone or not isinstance(page, bytearray):
+            if self._gone or page is None or isinstance(page, int):
                 self.budget._forget(self, p)  # freed or spilled meanwhile
                 return
             _pwrite_all(self._scratch_fd(), page, p * self._page)  # on failure the page stays in memory
@@ -521,12 +529,12 @@ class PendingFile(FileNode):
             self._check()
             c._size, c._base_limit, c.dirty, c.mtime = self._size, self._base_limit, self.dirty, self.mtime
             for p, page in self._pages.items():
-                if isinstance(page, bytearray) and self.budget._room(len(page)):
-                    c._pages[p] = bytearray(page)
+                if not isinstance(page, int) and self.budget._room(len(page)):
+                    c._pages[p] = page if isinstance(page, memoryview) else bytearray(page)  # views: immutable
                     self.budget._account(c, p, len(page))
                     continue
-                if isinstance(page, bytearray):
-                    data: bytes | bytearray = page
+                if not isinstance(page, int):
+                    data: bytes | bytearray | memoryview = page
                 else:
                     data = os.pread(self._scratch_fd(), page, p * self._page)
                 _pwrite_all(c._scratch_fd(), data, p * self._page)

@@ -185,6 +185,29 @@ def test_small_file_costs_its_size() -> None:
     f.discard()
 
 
+def test_whole_pages_keep_an_immutable_buffer_and_copy_a_mutable_one() -> None:
+    """A write's bytes object is kept as the pages it covers (no copy on the FUSE loop);
+    a later change copies the page first, so the bytes object never changes; a mutable
+    buffer is copied at once, so the caller's later changes do not reach the file."""
+    page = 256
+    budget = WriteBudget(64 * page, page_size=page)
+    f = PendingFile("d/x", True, 0.0, budget)
+    kept = bytes(range(256)) * 4
+    f.write(0, kept)
+    f.write(300, b"XY")
+    f.truncate(3 * page + 10)
+    assert kept == bytes(range(256)) * 4
+    assert f.read(0, 4 * page) == kept[:300] + b"XY" + kept[302:3 * page + 10]
+    mutable = bytearray(b"m" * page)
+    f.write(4 * page, mutable)
+    mutable[:] = b"z" * page
+    assert f.read(4 * page, page) == b"m" * page
+    assert f.read(3 * page, page) == kept[3 * page:3 * page + 10] + bytes(page - 10)  # truncated, then a hole
+    assert budget.used == 3 * page + 10 + page and f.size() == 5 * page
+    f.discard()
+    assert budget.used == 0
+
+
 def test_two_files_share_one_budget() -> None:
     page = 256
     budget = WriteBudget(4 * page, page_size=page)
