@@ -27,7 +27,7 @@ import numpy as np
 from ..codecs.pipeline import Pipeline, adler32_of_zlib
 from ..codecs.registry import DEFLATE, Filter
 from ..errors import AlreadyExists, InvalidInput, NotFound, PolyfsError, PreconditionFailed
-from . import ids, keys
+from . import ids, keys, limits
 from .catalog import Catalog
 from .changes import ObjectChange
 from .schema import Attribute, Dataset, Group, Link, Shape, UNLIMITED, now
@@ -209,6 +209,9 @@ class DomainEditor:
         dims, chunks = tuple(int(d) for d in dims), tuple(int(c) for c in chunks)
         if len(chunks) != len(dims) or any(c <= 0 for c in chunks) or any(d < 0 for d in dims):
             raise InvalidInput(f"chunk shape {list(chunks)} does not fit shape {list(dims)}")
+        why = limits.extent_problem(dims, chunks) or limits.chunk_problem(chunks, 1 if dtype.is_vlen else dtype.itemsize)
+        if why:
+            raise InvalidInput(why)
         pipeline = Pipeline(tuple(filters), 1 if dtype.is_vlen else dtype.itemsize).with_chunk(dtype, chunks)
         pipeline._check()
         return pipeline
@@ -407,6 +410,9 @@ def _resized(old: Dataset, ds: Dataset, dims: tuple[int, ...]) -> bool:
         raise InvalidInput(f"dataset {old.id}: cannot change rank or reshape a scalar to {list(dims)}")
     if dims == old.shape.dims:
         return False
+    why = limits.extent_problem(dims, old.chunks)
+    if why:
+        raise InvalidInput(f"dataset {old.id}: {why}")
     maxdims = old.shape.maxdims or old.shape.dims
     for d, m in zip(dims, maxdims):
         if d < 0 or (m is not UNLIMITED and d > m):

@@ -22,7 +22,7 @@ from ..codecs import vlen as vlen_codec
 from ..codecs.pipeline import Pipeline, adler32_of_zlib
 from ..codecs.registry import DEFLATE, Filter
 from ..errors import AlreadyExists, InvalidInput
-from . import ids, keys, values
+from . import ids, keys, limits, values
 from .catalog import Catalog
 from .chunks import storage_grid
 from .schema import Attribute, Dataset, Datatype, Domain, Group, Link, Shape, now
@@ -114,6 +114,9 @@ class DomainWriter:
         chunks = tuple(int(c) for c in chunks)
         if len(chunks) != len(dims) or any(c <= 0 for c in chunks):
             raise InvalidInput(f"chunk shape {list(chunks)} does not fit shape {list(dims)}")
+        why = limits.extent_problem(dims, chunks)
+        if why:
+            raise InvalidInput(why)
         if shape.maxdims is not None and layout_class != "H5D_CHUNKED":
             layout_class = "H5D_CHUNKED"
         itemsize = 1 if dtype.is_vlen else dtype.itemsize

@@ -798,6 +798,27 @@ def test_zarr_unwritable_array_types_are_refused(zfs, caplog, case):
     refused(fs, codes, fs.write_json, "zarr/t.zarr/a/zarr.json", meta, caplog=caplog, names="zarr/t.zarr/a/zarr.json")
 
 
+@pytest.mark.parametrize("shape,chunks,why", [
+    ((2**70, 4), (2, 2), "2**63-1"),  # JSON takes it; int64 extents, indexes and chunk numbers do not
+    ((2**62, 2**62), (1, 1), "more chunks than can be counted"),
+    ((4, 2**40), (4, 2**33), "below 2**32"),  # HDF5's layout message holds 32-bit chunk extents
+    ((2**20, 2**20), (2**16, 2**16), "below 4 GiB"),  # libhdf5 refuses chunks of 4 GiB or more
+])
+def test_zarr_geometry_no_view_can_hold_is_refused(zfs, caplog, shape, chunks, why):
+    """A new array, and a resize of an existing one, that the store or the HDF5 view of the
+    domain could not hold: EINVAL naming why, and the store as it was (no dataset JSON that
+    every later read of the array, and ``polyfs check``, would fail on)."""
+    fs = zfs
+    fs.mkdir("zarr/t.zarr/new")
+    refused(fs, errno.EINVAL, fs.write_json, "zarr/t.zarr/new/zarr.json", zarr_array_meta(shape, "<i4", chunks),
+            caplog=caplog, names=why)
+    make_zarr(fs, "zarr/t.zarr/a", zarr_array_meta((4, 4), "<i4", (2, 2)), np.arange(16, dtype="<i4").reshape(4, 4))
+    if chunks == (2, 2):
+        refused(fs, errno.EINVAL, fs.write_json, "zarr/t.zarr/a/zarr.json", zarr_array_meta(shape, "<i4", chunks),
+                caplog=caplog, names=why)
+    assert_values(fs, "t", "a", np.arange(16, dtype="<i4").reshape(4, 4))
+
+
 def test_zarr_array_at_domain_root_is_eperm(zfs):
     refused(zfs, errno.EPERM, zfs.write_json, "zarr/t.zarr/zarr.json", zarr_array_meta((4, 4), "<i4", (2, 2)))
     assert zfs.read_json("zarr/t.zarr/zarr.json")["node_type"] == "group"

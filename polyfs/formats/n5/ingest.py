@@ -21,8 +21,8 @@ from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import FORMAT
-from .spec import DATASET_KEYS, HINT_PREFIX, META, MODE_DEFAULT, N5_KEYS, RESERVED, compression_of, declared_hints, \
-    numpy_dtype, parse_block_header
+from .spec import DATASET_KEYS, HINT_PREFIX, META, MODE_DEFAULT, MODE_NAMES, N5_KEYS, RESERVED, compression_of, \
+    declared_hints, geometry, numpy_dtype, parse_block_header
 
 HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
 # what a malformed (but valid JSON) attributes.json makes Python raise while it is read
@@ -60,16 +60,13 @@ def _parse(attrs: dict[str, Any], where: str) -> GroupWrite | ArrayWrite:
     missing = [k for k in DATASET_KEYS if k not in attrs]
     if missing:
         raise _err(where, f"dataset attributes lack {', '.join(missing)}")
-    try:
-        shape = tuple(int(x) for x in reversed(attrs["dimensions"]))
-        block = tuple(int(x) for x in reversed(attrs["blockSize"]))
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise _err(where, f"malformed dimensions/blockSize ({exc})") from None
     npdt = numpy_dtype(attrs["dataType"])
     if npdt is None:
         raise UnsupportedType(f"{where}: dataType {attrs['dataType']!r} cannot be written (numeric types can)")
-    if not shape or len(block) != len(shape) or any(b <= 0 for b in block) or any(d < 0 for d in shape):
-        raise _err(where, f"blockSize {attrs['blockSize']} does not fit dimensions {attrs['dimensions']}")
+    try:
+        shape, block = geometry(attrs, npdt.itemsize)
+    except ValueError as exc:
+        raise _err(where, exc) from None
     try:
         comp = compression_of(attrs, npdt, block)
     except ValueError as exc:
@@ -127,7 +124,8 @@ class N5Ingester:
             raise _err(where, exc) from None
         rank = len(decl.shape)
         if head.mode != MODE_DEFAULT:
-            raise UnsupportedType(f"{where}: block mode {head.mode} (only default-mode blocks can be written)")
+            raise UnsupportedType(f"{where}: {MODE_NAMES[head.mode]}-mode block (mode {head.mode}); only "
+                                  f"default-mode blocks (mode 0) of numeric data can be written")
         if len(head.dims_n5) != rank:
             raise _err(where, f"block header has {len(head.dims_n5)} dimensions, the dataset {rank}")
         dims = head.dims

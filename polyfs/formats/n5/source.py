@@ -8,8 +8,8 @@ with ``gzip`` (a gzip member, or a zlib stream with ``useZlib``), ``zstd``,
 block size; gzip members become zlib streams without recompressing. N5
 writers truncate edge blocks: those are decoded, padded with the fill value
 (zero) and re-encoded with the dataset's filter. ``raw`` datasets, and
-compressions outside the table (xz, lz4), are decoded (tensorstore reads the
-latter) and written with the chosen encoding.
+compressions outside the table (xz, lz4), are decoded (by whichever reads the
+latter: tensorstore, or z5py for lz4) and written with the chosen encoding.
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from ...errors import CodecError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from .spec import META, RESERVED, compression_of, numpy_dtype, parse_block_header
+from .spec import META, MODE_DEFAULT, MODE_NAMES, MODE_VARLENGTH, RESERVED, compression_of, geometry, numpy_dtype, \
+    parse_block_header
 from ...importers.common import (source_errors, write_plans, ChunkSink, ImportOptions, Progress, padded, read_json_object,
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...codecs.sniff import zstd_has_content_size
@@ -87,18 +88,15 @@ class N5Importer:
     def _plan(self, where: Path, name: str, attrs: dict, group) -> _Plan:
         mf = where / META
         try:
-            dims = tuple(int(x) for x in reversed(attrs["dimensions"]))
-            block = tuple(int(x) for x in reversed(attrs["blockSize"]))
             dtname = attrs["dataType"]
-        except (KeyError, TypeError, ValueError) as exc:
+            npdt = numpy_dtype(dtname)
+            if npdt is None:
+                raise self.err(mf, f"dataType {dtname!r} is not supported")
+            dims, block = geometry(attrs, npdt.itemsize)
+        except KeyError as exc:
             raise self.err(mf, f"malformed dataset attributes: {exc}") from None
-        npdt = numpy_dtype(dtname)
-        if npdt is None:
-            raise self.err(mf, f"dataType {dtname!r} is not supported")
-        if not dims:
-            raise self.err(mf, "0-d N5 datasets are not supported")
-        if len(block) != len(dims) or any(b <= 0 for b in block):
-            raise self.err(mf, f"blockSize {attrs['blockSize']} does not fit dimensions {attrs['dimensions']}")
+        except ValueError as exc:
+            raise self.err(mf, exc) from None
         dtype = T.from_numpy(npdt)
         try:
             comp = compression_of(attrs, npdt, block)
@@ -138,6 +136,8 @@ class N5Importer:
         """(C-order block dims, payload) of one block file."""
         try:
             head = parse_block_header(data)
+            if head.mode not in (MODE_DEFAULT, MODE_VARLENGTH):
+                raise ValueError(f"{MODE_NAMES[head.mode]}-mode blocks are not supported")
             if len(head.dims_n5) != rank:
                 raise ValueError(f"header has {len(head.dims_n5)} dims, the dataset {rank}")
             if head.num_elements is not None and head.num_elements != math.prod(head.dims):
@@ -180,24 +180,46 @@ class N5Importer:
             raise self.err(plan.path, exc) from None
 
     def _write_tensorstore(self, plan: _Plan, bar: Progress) -> None:
+        """A compression outside polyfs's table: decoded by tensorstore (xz), else by z5py
+        (lz4: n5-java's LZ4 block stream, which only z5py reads here)."""
         import tensorstore as ts
 
         try:
             store = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(plan.path)}},
                             read=True).result()
-        except Exception as exc:  # tensorstore raises ValueError and its own kinds
-            raise self.err(plan.path, f"compression not in polyfs's table and tensorstore cannot read it "
-                                      f"({exc})") from None
+        except Exception as ts_exc:  # tensorstore raises ValueError and its own kinds
+            read = self._z5py_reader(plan, ts_exc)
+        else:
+            def read(region):
+                n5_region = tuple(reversed(region))
+                try:
+                    return np.asarray(store[n5_region].read().result()).T
+                except Exception as exc:
+                    raise self.err(plan.path, f"tensorstore cannot decode a block ({exc})") from None
+
         coords = [c for c, _ in self._blocks(plan)]
+        write_decoded(self.writer, plan.ds, read, coords, skip_fill=False, progress=bar)
+
+    def _z5py_reader(self, plan: _Plan, ts_exc: Exception):
+        try:
+            import z5py
+
+            class _Parent(z5py.File):
+                def _check_version(self) -> None:
+                    """The parent of a dataset need not be a container root with a version."""
+
+            dset = _Parent(str(plan.path.parent), "r", use_zarr_format=False)[plan.path.name]
+        except Exception as exc:  # z5py raises RuntimeError, KeyError and its own kinds
+            raise self.err(plan.path, f"compression not in polyfs's table and neither tensorstore ({ts_exc}) "
+                                      f"nor z5py ({exc}) can read it") from None
 
         def read(region):
-            n5_region = tuple(reversed(region))
             try:
-                return np.asarray(store[n5_region].read().result()).T
+                return np.asarray(dset[tuple(region)])
             except Exception as exc:
-                raise self.err(plan.path, f"tensorstore cannot decode a block ({exc})") from None
+                raise self.err(plan.path, f"z5py cannot decode a block ({exc})") from None
 
-        write_decoded(self.writer, plan.ds, read, coords, skip_fill=False, progress=bar)
+        return read
 
 
 def claims(path: Path) -> bool:

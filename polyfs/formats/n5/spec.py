@@ -18,11 +18,15 @@ import numpy as np
 from ...binfmt import Layout
 from ...codecs.pipeline import Pipeline
 from ...codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, ZSTD, Filter
+from ...model import limits
 
 META = "attributes.json"
 N5_VERSION = "4.0.0"
 MODE_DEFAULT = 0
 MODE_VARLENGTH = 1
+MODE_OBJECT = 2  # a serialized object: the mode, then the payload (no dims)
+MODE_NAMES = {MODE_DEFAULT: "default", MODE_VARLENGTH: "varlength", MODE_OBJECT: "object"}
+MAX_BLOCK_DIM = 2**32 - 1  # a block header holds each extent as a uint32
 # keys of a dataset's attributes.json that are not user attributes
 DATASET_KEYS = ("dimensions", "blockSize", "dataType")
 RESERVED = DATASET_KEYS + ("compression", "compressionType")
@@ -102,23 +106,50 @@ class BlockHeader:
 
 
 def parse_block_header(buf: bytes | memoryview) -> BlockHeader:
-    """The header at the start of a block file; ValueError if truncated or of an unknown mode."""
+    """The header at the start of a block file; ValueError if truncated or of an unknown mode.
+    An object-mode block has no dims (``dims_n5`` empty): callers refuse it by its mode."""
+    if len(buf) < 2:
+        raise ValueError(f"block of {len(buf)} bytes has no header")
+    mode = int.from_bytes(bytes(buf[:2]), "big")
+    if mode == MODE_OBJECT:
+        return BlockHeader(mode, (), 2)
+    if mode not in (MODE_DEFAULT, MODE_VARLENGTH):
+        raise ValueError(f"block mode {mode} is not an N5 block mode (0, 1 or 2)")
     if len(buf) < BLOCK_HEAD.size:
         raise ValueError(f"block of {len(buf)} bytes has no header")
-    head = BLOCK_HEAD.unpack(buf)
-    ndim = head["ndim"]
+    ndim = BLOCK_HEAD.unpack(buf)["ndim"]
     lay = block_dims_layout(ndim)
-    if len(buf) < BLOCK_HEAD.size + lay.size:
+    size = BLOCK_HEAD.size + lay.size
+    if len(buf) < size + (NUM_ELEMENTS.size if mode == MODE_VARLENGTH else 0):
         raise ValueError("block header is truncated")
     rec = lay.unpack(buf, BLOCK_HEAD.size)
     dims = tuple(int(rec[f"d{i}"]) for i in range(ndim))
-    size = BLOCK_HEAD.size + lay.size
-    if head["mode"] == MODE_VARLENGTH:
+    if mode == MODE_VARLENGTH:
         num = NUM_ELEMENTS.unpack(buf, size)["num"]
-        return BlockHeader(head["mode"], dims, size + NUM_ELEMENTS.size, num)
-    if head["mode"] != MODE_DEFAULT:
-        raise ValueError(f"block mode {head['mode']} is not supported")
-    return BlockHeader(head["mode"], dims, size)
+        return BlockHeader(mode, dims, size + NUM_ELEMENTS.size, num)
+    return BlockHeader(mode, dims, size)
+
+
+def _extents(value: Any, key: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        raise ValueError(f"{key} must be a list of integers, not {value!r}")
+    return tuple(reversed(value))
+
+
+def geometry(attrs: dict[str, Any], itemsize: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """C-order (shape, block shape) of a dataset's ``attributes.json``; ValueError naming what
+    does not fit (JSON floats, strings or booleans are no extents; a block must fit its header's
+    uint32s, and the store's limits, :mod:`polyfs.model.limits`)."""
+    shape = _extents(attrs["dimensions"], "dimensions")
+    block = _extents(attrs["blockSize"], "blockSize")
+    if not shape:
+        raise ValueError("0-d N5 datasets are not supported")
+    if len(block) != len(shape) or any(not 0 < b <= MAX_BLOCK_DIM for b in block):
+        raise ValueError(f"blockSize {attrs['blockSize']} does not fit dimensions {attrs['dimensions']}")
+    why = limits.extent_problem(shape, block) or limits.chunk_problem(block, itemsize)
+    if why:
+        raise ValueError(why)
+    return shape, block
 
 
 # -- compression <-> HDF5 filters -------------------------------------------------------------
