@@ -118,7 +118,7 @@ def test_tiff_and_upper_case_names_are_stored_and_shown_as_tif(mount_store, stor
 def test_tiffcp_append_grows_a_stack(mount_store, store, tmp_path):
     stack = np.full((3, 32, 32), 1, "u2")
     page = np.full((32, 32), 2, "u2")
-    tifffile.imwrite(tmp_path / "s.tif", stack, tile=(16, 16), compression="zlib")
+    tifffile.imwrite(tmp_path / "s.tif", stack, tile=(16, 16), compression="zlib", photometric="minisblack")
     tifffile.imwrite(tmp_path / "p.tif", page, tile=(16, 16), compression="zlib")
     m = mount_store(str(store))
     view = m.path / "tiff" / "exp" / "stack.tif"

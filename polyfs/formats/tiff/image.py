@@ -27,7 +27,8 @@ same bytes (``polyglot.file.shared_file``); the others by :func:`compose`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,13 @@ class TiffImage:
     samples: int = 1  # SamplesPerPixel
     photometric: int = PHOTOMETRIC_MINISBLACK
     extra: tuple[int, ...] = ()  # ExtraSamples
+    tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # ColorMap, YCbCrSubSampling
+    planes: int = 1  # samples in separate planes: that many consecutive planes make one page
+
+    @property
+    def per_pixel(self) -> int:
+        """SamplesPerPixel."""
+        return self.samples * self.planes
 
     @property
     def endian(self) -> str:
@@ -85,27 +93,33 @@ class TiffImage:
         out = {
             "ImageWidth": entry("ImageWidth", self.width, e, big),
             "ImageLength": entry("ImageLength", self.height, e, big),
-            "BitsPerSample": entry("BitsPerSample", [8 * dt.itemsize] * self.samples, e, big),
+            "BitsPerSample": entry("BitsPerSample", [8 * dt.itemsize] * self.per_pixel, e, big),
             "Compression": entry("Compression", self.compression, e, big),
             "PhotometricInterpretation": entry("PhotometricInterpretation", self.photometric, e, big),
-            "SamplesPerPixel": entry("SamplesPerPixel", self.samples, e, big),
+            "SamplesPerPixel": entry("SamplesPerPixel", self.per_pixel, e, big),
             "XResolution": entry("XResolution", xres, e, big),
             "YResolution": entry("YResolution", yres, e, big),
-            "PlanarConfiguration": entry("PlanarConfiguration", 1, e, big),
+            "PlanarConfiguration": entry("PlanarConfiguration", 2 if self.planes > 1 else 1, e, big),
             "ResolutionUnit": entry("ResolutionUnit", unit, e, big),
             "TileWidth": entry("TileWidth", self.tile[1], e, big),
             "TileLength": entry("TileLength", self.tile[0], e, big),
-            "SampleFormat": entry("SampleFormat", [SAMPLE_FORMAT[dt.kind]] * self.samples, e, big),
+            "SampleFormat": entry("SampleFormat", [SAMPLE_FORMAT[dt.kind]] * self.per_pixel, e, big),
         }
         if self.extra:
             out["ExtraSamples"] = entry("ExtraSamples", list(self.extra), e, big)
+        for name, values in self.tags:
+            out[name] = entry(name, values, e, big)
         if self.description:
             out["ImageDescription"] = entry("ImageDescription", self.description, e, big)
         out["Software"] = entry("Software", SOFTWARE, e, big)
         return out
 
     def pages(self, offsets: np.ndarray, counts: np.ndarray, big: bool) -> list[list[Entry]]:
-        """The entries of every IFD (tags ascending)."""
+        """The entries of every IFD (tags ascending); ``offsets``/``counts`` per plane, the
+        planes of separate samples joined into their page's rows."""
+        if self.planes > 1:
+            rows = (offsets.shape[0] // self.planes, offsets.shape[1] * self.planes)
+            offsets, counts = offsets.reshape(rows), counts.reshape(rows)
         common = sorted(self._common(big).items(), key=lambda kv: kv[1].tag)
         first = [v for _, v in common]
         rest = [v for k, v in common if k not in ("ImageDescription", "Software")]
@@ -159,9 +173,10 @@ def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile
     if r is None:
         raise InvalidInput(f"{title}: not an image")
     dims = r.shape
-    meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples)
+    meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples, r.planes)
     return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), r.sample, tuple(tile),
-                     compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra)
+                     compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra, r.tags,
+                     r.planes)
 
 
 def compose(image: TiffImage, tiles: TileData) -> VFile:

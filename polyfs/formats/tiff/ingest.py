@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ...codecs.pipeline import Pipeline
+from ...codecs.registry import DEFLATE
 from ...errors import (
     CodecError,
     InvalidInput,
@@ -65,12 +66,13 @@ from ...writes.protocol import (
 )
 from .image import written_stem
 from .raster import sample_dtype
-from .segments import SegmentCache, Segments
+from .segments import SegmentCache, Segments, segments_of
 from .source import SeriesLayout, TiffImporter, geometry, image_attributes
 from .written import (
     BaseSource,
     VerifyingWriter,
     check_chain,
+    exact_deflate,
     frames,
     one_series,
     open_tiff,
@@ -136,7 +138,7 @@ class TiffIngester:
             check_chain(src, where)
             tif = open_tiff(src)
             try:
-                appended = pages_beyond(tif) > 0
+                appended = pages_beyond(tif, where) > 0
                 if appended:  # pages appended after those its description lists: a longer stack
                     tif.close()
                     tif = open_tiff(src, generic=True)
@@ -254,18 +256,19 @@ class TiffIngester:
     def _as_stored(self, ds: Dataset, pipe: Pipeline, img: Segments, src: ByteSource,
                    coords: tuple[int, ...], where: str) -> bytes:
         """A chunk that is one whole segment: its bytes as they are when they are in the dataset's
-        encoding (proved by decoding them), else decoded and encoded as stored."""
+        encoding (proved by decoding them), else decoded and encoded as stored (a chunk at the
+        image's edge padded to the whole chunk, as every stored chunk is)."""
         n, t_ = img.segment_of(coords)
         if img.filters is not None:
             data = img.raw(src, n, t_, where)
+            if data is not None and [f.id for f in img.filters] == [DEFLATE]:
+                data = exact_deflate(data)
             if data is not None:
                 try:
                     return to_stored(ds, pipe, Incoming(img.dtype, tuple(img.filters)), data)
                 except PolyfsError as exc:
                     raise renamed(exc, f"{where}: page {n} segment {t_}: {exc}") from None
-        region = chunk_region(ds, coords)
-        block = img.read(src, region, where)
-        return _encode(ds, pipe, block)
+        return self._whole_chunk(ds, pipe, img, src, coords, where)
 
     def _merged(self, ds: Dataset, pipe: Pipeline, img: Segments, src: ByteSource, coords: tuple[int, ...],
                 segs: set[tuple[int, int]], exists: bool, where: str) -> bytes:
@@ -307,7 +310,7 @@ class TiffIngester:
         if any(m is not None and d > m for d, m in zip(dims, maxdims)):
             raise InvalidInput(f"{where}: shape {list(dims)} exceeds the maximum shape "
                                f"{['unlimited' if m is None else m for m in maxdims]} of {what}")
-        img = Segments.of(lay.pages, lay.key, lay.geo, lay.lead, lay.np_dtype, where)
+        img = segments_of(lay.pages, lay.key, lay.geo, lay.lead, lay.np_dtype, where)
         target = ds if dims == have else _resized(ds, dims)
         pipe = self.catalog.pipeline(ds)
         whole = img.aligned(target)

@@ -212,18 +212,42 @@ def _per_dim(values: list[float], rank: int, spatial: list[bool]) -> list[float 
     return None
 
 
-def _tiff_resolution(ds: Dataset, rank: int) -> tuple[list[float | None], list[str | None]] | None:
+def _tiff_resolution(ds: Dataset, letters: Sequence[str]) -> tuple[list[float | None], list[str | None]] | None:
     """``resolution`` as TIFF tags give it (pixels per ``resolution_unit``, X then Y) as the
-    sizes of the last two dimensions; None without a physical unit."""
+    sizes of the last two dimensions; None without a physical unit. An ImageJ file's tags say
+    no unit (ResolutionUnit 1): its unit is ImageJ's ``unit`` (``imagej_unit``), and its
+    ``spacing`` the Z size."""
+    rank = len(letters)
     vals = _numbers(_attr(ds, "resolution"))
     unit = _attr(ds, "resolution_unit")
     if vals is None or len(vals) != 2 or rank < 2 or not isinstance(unit, str):
         return None
     unit = unit.strip().lower()
+    imagej = _imagej_unit(ds) if unit == "none" else None
+    if imagej is not None:
+        unit = imagej
     if unit not in _LENGTH_UNITS or any(not math.isfinite(v) or v <= 0 for v in vals):
         return None  # "none": pixels have no physical size
     x, y = vals
-    return [None] * (rank - 2) + [1.0 / y, 1.0 / x], [unit] * rank
+    sizes: list[float | None] = [None] * (rank - 2) + [1.0 / y, 1.0 / x]
+    spacing = _numbers(_attr(ds, "imagej_spacing")) if imagej is not None else None
+    if spacing is not None and len(spacing) == 1 and "Z" in letters[:-2]:
+        sizes[list(letters).index("Z")] = spacing[0]
+    return sizes, [unit] * rank
+
+
+def _imagej_unit(ds: Dataset) -> str | None:
+    """ImageJ's length unit (``imagej_unit``: ``micron``, ``um``, ``\\u00B5m`` as Fiji escapes it)."""
+    u = _attr(ds, "imagej_unit")
+    if not isinstance(u, str):
+        return None
+    if "\\u" in u:
+        try:
+            u = u.encode("ascii").decode("unicode_escape")
+        except (UnicodeError, ValueError):
+            return None
+    u = u.strip().lower()
+    return u if u in _LENGTH_UNITS else None
 
 
 def _units(v: Any, rank: int) -> list[str | None]:
@@ -262,7 +286,7 @@ def physical_sizes(ds: Dataset, parent: Group | None, name: str,
     if sizes is None:
         for key in ("element_size_um", "scale", "pixel_size", "resolution"):
             if key == "resolution" and _attr(ds, "resolution_unit") is not None:
-                found_tiff = _tiff_resolution(ds, rank)  # the TIFF importer's pixels per unit
+                found_tiff = _tiff_resolution(ds, letters)  # the TIFF importer's pixels per unit
                 if found_tiff is not None:
                     sizes, units = found_tiff
                 break
@@ -367,23 +391,29 @@ def shaped_json(axes: Sequence[Axis]) -> str:
 
 
 def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np.dtype,
-             samples: int = 1) -> ImageMeta:
+             samples: int = 1, planes: int = 1) -> ImageMeta:
     """Axes, pixel sizes and the first page's ImageDescription of one dataset. An image of
     several samples per pixel (the dataset's last dim) gets tifffile's shaped description
-    with axes ``...YXS`` (what tifffile writes for RGB), its pixel sizes those of the rest."""
+    with axes ``...YXS`` (what tifffile writes for RGB), its pixel sizes those of the rest;
+    one of samples in separate planes (``planes``, the third-last dim) ``...SYX``."""
     dims = ds.shape.array_shape
     if samples > 1:
         dims = dims[:-1]
     names = axis_names(ds, parent, name)[:len(dims)]
     letters = assign_letters(names)
-    ome_ok = letters is not None and (dtype.kind + str(dtype.itemsize)) in OME_PIXEL_TYPES and samples == 1
+    ome_ok = letters is not None and (dtype.kind + str(dtype.itemsize)) in OME_PIXEL_TYPES and samples == 1 \
+        and planes == 1
     if letters is None:
         letters = ["Q"] * (len(dims) - 2) + ["Y", "X"]
+    if planes > 1:
+        letters = [("Q" if x == "S" else x) for x in letters[:-3]] + ["S", "Y", "X"]
     phys = physical_sizes(ds, parent, name, letters)
     axes = tuple(Axis(letter, int(n), p[0] if p else None, p[1] if p else None)
                  for letter, n, p in zip(letters, dims, phys))
     if samples > 1:
         return ImageMeta(axes, "shaped", shaped_json((*axes, Axis("S", samples))), resolution_tags(axes))
+    if planes > 1:
+        return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))
     if ome_ok:
         return ImageMeta(axes, "ome", ome_xml(title, axes, dtype), resolution_tags(axes))
     return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))

@@ -13,6 +13,20 @@ its last two dimensions are the plane, the leading ones pages. Two cases differ:
   PhotometricInterpretation RGB for 3 or 4 samples (the 4th an unassociated
   alpha, ExtraSamples 2) unless ``photometric`` names another; else
   MinIsBlack with S-1 unspecified ExtraSamples.
+- **the photometric a written file had** (attribute ``photometric``, tifffile's
+  name): MinIsWhite (1-bit masks, scanned documents: a viewer would show them
+  inverted as MinIsBlack), Palette with the attribute ``colormap`` ((3, 2**bits)
+  uint16, the ColorMap tag, 8- and 16-bit unsigned samples only), Separated
+  (CMYK, 4 samples or more) and YCbCr of 3 samples (stored as written: served
+  with YCbCrSubSampling 1, 1, since libtiff's default is 2, 2) are served as
+  they were written; the stored values are the file's, so only this tag tells
+  a reader what they mean.
+- **samples in separate planes** (a TIFF with PlanarConfiguration 2: GDAL's
+  ``INTERLEAVE=BAND``, tifffile's ``planarconfig="separate"``; stored as
+  ``(..., S, H, W)`` with ``axes`` ``...SYX``): every S consecutive planes are
+  one page of S samples, PlanarConfiguration 2, its tiles those of the planes
+  in order (so GDAL sees S bands, not S pages). ``planes`` is S; the planes stay
+  pages of ``shape`` for everything that places tiles.
 - **complex numbers**, stored as h5py's ``{r, i}`` compound of two floats (the
   same bytes as numpy's complex64/128): SampleFormat 6 (complex IEEE float),
   BitsPerSample 64 or 128, as tifffile and libtiff write them.
@@ -24,7 +38,8 @@ whose bytes are exactly the stored element bytes of one pixel.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +49,8 @@ from ...model.types import CompoundType, EnumType, FloatType, IntType, resolved
 from ...views.hdmf import complex_name
 
 MAX_SAMPLES = 16  # a longer last axis with ``axes`` ending in S is shown as pages (ImageJ-like stacks)
-PHOTOMETRIC = {"MINISBLACK": 1, "RGB": 2}  # PhotometricInterpretation codes the view writes
+# PhotometricInterpretation codes the view writes
+PHOTOMETRIC = {"MINISWHITE": 0, "MINISBLACK": 1, "RGB": 2, "PALETTE": 3, "SEPARATED": 5, "YCBCR": 6}
 EXTRA_UNSPECIFIED, EXTRA_UNASSOCIATED_ALPHA = 0, 2
 
 
@@ -45,10 +61,13 @@ class Raster:
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     grid: tuple[int, ...]
-    samples: int  # SamplesPerPixel (the dataset's last dim when > 1)
+    samples: int  # contig samples per pixel (the dataset's last dim when > 1)
     sample: np.dtype  # one sample (complex for {r, i} compounds), the dataset's byte order
     photometric: int
     extra: tuple[int, ...]  # ExtraSamples (samples beyond the photometric's own)
+    # tags the photometric needs (ColorMap, YCbCrSubSampling): (tag name, values)
+    tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
+    planes: int = 1  # samples in separate planes (the third-last dim of shape when > 1)
 
     @property
     def pixel(self) -> np.dtype:
@@ -96,8 +115,9 @@ def raster(ds: Dataset) -> Raster | None:
     samples = _samples(ds, dims, chunks)
     if samples > 1:
         dims, chunks, grid = dims[:-1], chunks[:-1], grid[:-1]
-    photometric, extra = _photometric(ds, samples)
-    return Raster(dims, chunks, grid, samples, sample, photometric, extra)
+    planes = _planes(ds, dims) if samples == 1 else 1
+    photometric, extra, tags = _photometric(ds, samples * planes, sample)
+    return Raster(dims, chunks, grid, samples, sample, photometric, extra, tags, planes)
 
 
 def _text_attr(ds: Dataset, name: str) -> str | None:
@@ -118,11 +138,46 @@ def _samples(ds: Dataset, dims: tuple[int, ...], chunks: tuple[int, ...]) -> int
     return 1
 
 
-def _photometric(ds: Dataset, samples: int) -> tuple[int, tuple[int, ...]]:
+def _planes(ds: Dataset, dims: tuple[int, ...]) -> int:
+    """The third-last dim when ``axes`` names it the samples (``...SYX``, module doc), else 1."""
+    if len(dims) < 3 or not 2 <= dims[-3] <= MAX_SAMPLES:
+        return 1
+    axes = _text_attr(ds, "axes")
+    return dims[-3] if axes is not None and len(axes) == len(dims) and axes.endswith("SYX") else 1
+
+
+def _photometric(ds: Dataset, samples: int, sample: np.dtype
+                 ) -> tuple[int, tuple[int, ...], tuple[tuple[str, Any], ...]]:
+    """(PhotometricInterpretation, ExtraSamples, the tags it needs) for ``ds`` (module doc)."""
     said = (_text_attr(ds, "photometric") or "").upper()
     if samples in (3, 4) and said in ("", "RGB"):
-        return PHOTOMETRIC["RGB"], (EXTRA_UNASSOCIATED_ALPHA,) * (samples - 3)
-    return PHOTOMETRIC["MINISBLACK"], (EXTRA_UNSPECIFIED,) * (samples - 1)
+        return PHOTOMETRIC["RGB"], (EXTRA_UNASSOCIATED_ALPHA,) * (samples - 3), ()
+    if said == "MINISWHITE":
+        return PHOTOMETRIC["MINISWHITE"], (EXTRA_UNSPECIFIED,) * (samples - 1), ()
+    if said == "SEPARATED" and samples >= 4:
+        return PHOTOMETRIC["SEPARATED"], (EXTRA_UNSPECIFIED,) * (samples - 4), ()
+    if said == "YCBCR" and samples == 3 and sample.kind == "u" and sample.itemsize == 1:
+        return PHOTOMETRIC["YCBCR"], (), (("YCbCrSubSampling", [1, 1]),)
+    if said == "PALETTE" and samples == 1:
+        cmap = _colormap(ds, sample)
+        if cmap is not None:
+            return PHOTOMETRIC["PALETTE"], (), (("ColorMap", cmap),)
+    return PHOTOMETRIC["MINISBLACK"], (EXTRA_UNSPECIFIED,) * (samples - 1), ()
+
+
+def _colormap(ds: Dataset, sample: np.dtype) -> np.ndarray | None:
+    """The ``colormap`` attribute as a ColorMap tag's values (3 * 2**bits), or None when the
+    samples are no palette indices (8- or 16-bit unsigned) or it does not fit them."""
+    a = ds.attributes.get("colormap")
+    if a is None or sample.kind not in "ub" or sample.itemsize not in (1, 2):
+        return None
+    try:
+        cmap = np.asarray(a.value, dtype=np.int64)
+    except (TypeError, ValueError):
+        return None
+    if cmap.shape != (3, 1 << (8 * sample.itemsize)) or cmap.min() < 0 or cmap.max() > 0xFFFF:
+        return None
+    return cmap.reshape(-1)
 
 
 def fill_pixels(ds: Dataset, r: Raster, shape: tuple[int, ...]) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import InvalidInput, UnsupportedType
 from ...model.schema import Dataset
 from ...writes.protocol import ByteSource
-from .source import Geometry, copy_filters
+from .source import Geometry, copy_filters, geometry
 
 CACHE_BYTES = 32 << 20
 
@@ -280,6 +280,96 @@ class Segments:
         part = seg[tuple(srcs)]
         target = out[tuple(dst)]
         target[...] = part.reshape(target.shape)
+
+
+def segments_of(pages: list, key: Any, geo: Geometry, lead: tuple[int, ...], dtype: np.dtype,
+                where: str) -> Segments | PageRuns:
+    """The pages' segments: one :class:`Segments` when every page is tiled or stripped alike,
+    else (a one-dimensional stack: pages appended by ``tiffcp -a`` in their own strips or
+    tiles) runs of pages laid out alike; UnsupportedType otherwise."""
+    layouts = [_layout(p) for p in pages]
+    if all(x == layouts[0] for x in layouts[1:]):
+        return Segments.of(pages, key, geo, lead, dtype, where)
+    if len(lead) != 1:
+        raise UnsupportedType(f"{where}: pages are laid out differently (tiles or strips); "
+                              f"they cannot be one dataset")
+    runs: list[tuple[int, Segments]] = []
+    start = 0
+    for i in range(1, len(pages) + 1):
+        if i == len(pages) or layouts[i] != layouts[start]:
+            part = pages[start:i]
+            k = getattr(part[0], "keyframe", None) or part[0]
+            g = geometry(k)
+            if g.dims != geo.dims:
+                raise UnsupportedType(f"{where}: page {start} is {g.dims}, not {geo.dims}; "
+                                      f"a file of this view is one dataset")
+            runs.append((start, Segments.of(part, k, g, (len(part),), dtype, where)))
+            start = i
+    return PageRuns(runs, lead, geo, dtype)
+
+
+def _layout(page: Any) -> tuple[Any, ...]:
+    """What places a page's segments: tiles or strips, their shape and number."""
+    k = getattr(page, "keyframe", None) or page
+    return bool(k.is_tiled), geometry(k).chunk, len(page.dataoffsets)
+
+
+class _RunCache:
+    """One run's view of a shared SegmentCache (its keys prefixed by the run)."""
+
+    def __init__(self, cache: SegmentCache, run: int) -> None:
+        self._cache, self._run = cache, run
+
+    def get(self, key: tuple[int, ...]) -> np.ndarray | None:
+        return self._cache.get((self._run, *key))
+
+    def put(self, key: tuple[int, ...], arr: np.ndarray) -> None:
+        self._cache.put((self._run, *key), arr)
+
+
+@dataclass
+class PageRuns:
+    """A stack whose runs of pages are laid out unlike each other (each run a :class:`Segments`
+    of its own): regions are read run by run. No chunk is ever one segment as it is."""
+
+    runs: list[tuple[int, Segments]]  # (first page, its run's segments)
+    lead: tuple[int, ...]
+    geo: Geometry
+    dtype: np.dtype
+    filters: None = None
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return self.lead + self.geo.dims
+
+    @property
+    def npages(self) -> int:
+        return self.lead[0]
+
+    def aligned(self, ds: Dataset) -> bool:
+        return False
+
+    def check_bounds(self, size: int, where: str) -> None:
+        for _, run in self.runs:
+            run.check_bounds(size, where)
+
+    def read(self, src: ByteSource, region: tuple[slice, ...], where: str, only: Any = None,
+             out: np.ndarray | None = None, cache: SegmentCache | None = None) -> np.ndarray:
+        """The dataset region (as :meth:`Segments.read`, all segments)."""
+        if only is not None:
+            raise UnsupportedType(f"{where}: pages laid out unlike each other cannot be rewritten in place")
+        shape = tuple(s.stop - s.start for s in region)
+        if out is None:
+            out = np.zeros(shape, dtype=self.dtype)
+        first = region[0]
+        for i, (p0, run) in enumerate(self.runs):
+            lo, hi = max(first.start, p0), min(first.stop, p0 + run.npages)
+            if hi <= lo:
+                continue
+            sub = (slice(lo - p0, hi - p0), *region[1:])
+            keyed = _RunCache(cache, i) if cache is not None else None
+            out[lo - first.start:hi - first.start] = run.read(src, sub, where, cache=keyed)  # type: ignore[arg-type]
+        return out
 
 
 def _raw_strips(key: Any, pages: list, dtype: np.dtype) -> bool:

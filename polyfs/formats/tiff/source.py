@@ -292,12 +292,12 @@ class TiffImporter:
 
     def _segments(self, tif, job: dict[str, Any]):
         """The series' pages as segments read from the file (a region at a time)."""
-        from .segments import FileSource, SegmentCache, Segments
+        from .segments import FileSource, SegmentCache, segments_of
 
         try:
-            segs = Segments.of(job["pages"], job["pages"][0].keyframe, job["geo"], job["lead"], job["np_dtype"],
+            segs = segments_of(job["pages"], job["pages"][0].keyframe, job["geo"], job["lead"], job["np_dtype"],
                                str(self.path))
-        except UnsupportedType:  # pages tiled or stripped unlike each other: a page at a time
+        except UnsupportedType:  # pages of several dims tiled or stripped unlike each other: a page at a time
             return _PageArrays(self, job), None, None
         except InvalidInput as exc:  # short strips
             raise SourceError(self.path, str(exc).removeprefix(f"{self.path}: ")) from None
@@ -356,7 +356,7 @@ class _PageArrays:
 
 def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
     """The attributes an image's tags make (name -> type, shape, JSON value): ``axes``,
-    ``name``, ``photometric``, ``resolution`` (X, Y per unit) with ``resolution_unit``, the
+    ``name``, ``photometric`` (a palette's ``colormap`` too), ``resolution`` (X, Y per unit) with ``resolution_unit``, the
     ImageJ hyperstack metadata as ``imagej_<key>``, else a foreign ImageDescription."""
     out: dict[str, tuple[T.DType, Shape, Any]] = {}
     vl = T.StringType(None, "utf8", "nullterm")
@@ -372,6 +372,10 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
         photometric = "RGB"  # the JPEG codec hands YCbCr data over as RGB: what is stored
     if photometric is not None:
         out["photometric"] = (vl, Shape("scalar"), photometric)
+    cmap = getattr(key, "colormap", None) if photometric == "PALETTE" else None
+    if cmap is not None and np.ndim(cmap) == 2 and np.shape(cmap)[0] == 3:  # served back (raster.py)
+        out["colormap"] = (T.IntType(2, False), Shape("simple", tuple(np.shape(cmap))),
+                           np.asarray(cmap, dtype=np.uint16).tolist())
     tags = key.tags if hasattr(key, "tags") else {}
     xres, yres = tags.get("XResolution"), tags.get("YResolution")
     if xres is not None and yres is not None:

@@ -80,12 +80,14 @@ TAGS: dict[str, Tag] = {t.name: t for t in (
     Tag(284, "PlanarConfiguration", SHORT),
     Tag(296, "ResolutionUnit", SHORT),
     Tag(305, "Software", ASCII),
+    Tag(320, "ColorMap", SHORT),
     Tag(322, "TileWidth", LONG),
     Tag(323, "TileLength", LONG),
     Tag(324, "TileOffsets", LONG, LONG8),
     Tag(325, "TileByteCounts", LONG, LONG8),
     Tag(338, "ExtraSamples", SHORT),
     Tag(339, "SampleFormat", SHORT),
+    Tag(530, "YCbCrSubSampling", SHORT),
 )}
 TAG_NAMES: dict[int, str] = {t.code: t.name for t in TAGS.values()}
 

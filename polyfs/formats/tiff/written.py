@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from ...codecs.registry import DEFLATE
 from ...errors import CodecError, InvalidInput, PolyfsError, UnsupportedType
 from ...model.schema import Dataset
 from ...model.writer import ObjectsWriter
@@ -122,11 +124,14 @@ def open_tiff(src: ByteSource, generic: bool = False):
     return tifffile.TiffFile(SourceReader(src), **flags)  # type: ignore[arg-type]
 
 
-def pages_beyond(tif: Any) -> int:
+def pages_beyond(tif: Any, where: str = "") -> int:
     """Full-resolution pages of the key page's shape and type after those the file's described
     series lists: pages appended to a file whose description predates them (``tiffcp -a``,
-    ``tifffile.imwrite(..., append=True)`` onto the view's file). Reduced-resolution pages
-    (pyramid levels, NewSubfileType bit 0) are not counted."""
+    ``tifffile.imwrite(..., append=True)`` onto the view's file), in any tiling, strips or
+    compression. Reduced-resolution pages and masks (pyramid levels, NewSubfileType bits 0
+    and 2) are not counted; a full-resolution page of another shape or type is refused
+    (UnsupportedType): it would be dropped unseen, and ``tiffcp -a`` cannot report a refusal
+    at close."""
     series = [s for s in tif.series if s is not None and len(s.pages)]
     if len(series) != 1 or not any(getattr(tif, f, False) for f in DESCRIBED):
         return 0
@@ -139,10 +144,14 @@ def pages_beyond(tif: Any) -> int:
     for i in range(listed, total):
         p = tif.pages[i]
         p = p.aspage() if p is not None else None  # a frame: its own tags
-        if p is None or int(getattr(p, "subfiletype", 0)) & 1:
+        if p is None or int(getattr(p, "subfiletype", 0)) & 0b101:  # reduced resolution, transparency mask
             continue
         if tuple(p.shaped) == tuple(key.shaped) and np.dtype(p.dtype) == np.dtype(key.dtype):
             extra += 1
+            continue
+        raise UnsupportedType(f"{where}: page {i}, after the {listed} the file's description lists, is "
+                              f"{tuple(p.shape)} {np.dtype(p.dtype)}, not {tuple(key.shape)} "
+                              f"{np.dtype(key.dtype)} like them; a file of this view is one dataset")
     return extra
 
 
@@ -152,11 +161,16 @@ def one_series(tif, where: str):
         raise InvalidInput(f"{where}: the file holds no image")
     if len(series) > 1:
         first = series[0]
-        if any(tuple(x.shape) != tuple(first.shape) or np.dtype(x.dtype) != np.dtype(first.dtype)
-               for x in series[1:]):
+        # series a description defines (OME images, tifffile's shaped series) stay apart unless
+        # they are alike; tifffile's generic series (pages grouped by layout) are one stack
+        described = any(getattr(tif, f, False) for f in DESCRIBED)
+        if any(np.dtype(x.dtype) != np.dtype(first.dtype) or tuple(x.keyframe.shaped) != tuple(first.keyframe.shaped)
+               or (described and tuple(x.shape) != tuple(first.shape)) for x in series[1:]):
             raise UnsupportedType(f"{where}: the file holds {len(series)} images of different shapes or types; "
                                   f"a file of this view is one dataset")
-        series = [_Stack(series)]  # pages written one by one (tifffile.TiffWriter.write per page)
+        # pages written one by one (tifffile.TiffWriter.write per page), or appended in another
+        # tiling, strips or compression than the pages before them (tifffile's series split there)
+        series = [_Stack(series)]
     s = series[0]
     if any(int(d) <= 0 for d in s.shape) or any(int(d) <= 0 for d in s.keyframe.shaped):
         raise InvalidInput(f"{where}: the image has no pixels (no ImageWidth/ImageLength, or an empty IFD)")
@@ -165,14 +179,20 @@ def one_series(tif, where: str):
 
 class _Stack:
     """Several series of one shape and type (each page written as its own image) as one series
-    stacked along a new first dimension (what tifffile shows of the view's own stacks)."""
+    stacked along a new first dimension (what tifffile shows of the view's own stacks); series
+    of one page shape but different lengths (a stack and pages appended to it) as one stack of
+    all their pages."""
 
     def __init__(self, series: list) -> None:
         first = series[0]
         self.pages = [p for x in series for p in x.pages]
         self.keyframe = first.keyframe
-        self.shape = (len(series), *first.shape)
         axes = str(first.axes or "")
+        if all(tuple(x.shape) == tuple(first.shape) for x in series[1:]):
+            self.shape = (len(series), *first.shape)
+        else:  # stacks and pages of one page shape: one stack of every page
+            self.shape = (len(self.pages), *first.keyframe.shape)
+            axes = str(first.keyframe.axes or "")
         self.axes = "I" + axes if axes and "I" not in axes else ""
         self.dtype = first.dtype
         self.name = first.name
@@ -185,6 +205,8 @@ class VerifyingWriter(ObjectsWriter):
 
     def write_chunk(self, ds: Dataset, coords, stored: bytes, crc32: int | None = None) -> None:
         p = self.pipeline(ds)
+        if p.ids == (DEFLATE,):
+            stored = exact_deflate(stored)
         try:
             raw = p.decode(stored, ds.chunk_nbytes) if not p.is_identity else stored
         except CodecError:
@@ -194,6 +216,19 @@ class VerifyingWriter(ObjectsWriter):
         if len(raw) != ds.chunk_nbytes:
             raise CodecError(f"chunk {list(coords)} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")
         super().write_chunk(ds, coords, stored, crc32)
+
+
+def exact_deflate(data: bytes) -> bytes:
+    """A zlib stream without the bytes a tile's byte count holds after it (a tile rewritten in
+    place by a shorter stream, writers' padding): inflate ignores them, but views that serve the
+    stream as it is in another container (a gzip member) would end it there. Streams that do
+    not decode are returned as they are (their check refuses them)."""
+    d = zlib.decompressobj()
+    try:
+        d.decompress(data)  # a chunk's bytes: what the check decodes anyway
+    except zlib.error:
+        return data
+    return data[:len(data) - len(d.unused_data)] if d.eof and d.unused_data else data
 
 
 def frames(tif: Any) -> list:
