@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..codecs.pipeline import Pipeline, gzip_to_zlib, strip_crc32c
+from ..codecs.pipeline import Pipeline, adler32_of_zlib, gzip_to_zlib, strip_crc32c
 from ..codecs.registry import BLOSC, DEFLATE, SHUFFLE, ZSTD, Filter
 from ..errors import CodecError, InvalidInput, NoCodec
 from ..codecs.sniff import zstd_has_content_size
@@ -94,8 +94,14 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
         raise InvalidInput(f"chunk decodes to {len(raw)} bytes; a {list(dims)} block of "
                            f"{inc.dtype.name} needs {nbytes}")
     if as_written:
-        if crc is not None and stored.ids == (DEFLATE,):
-            crc.append(zlib.crc32(raw))
+        if stored.ids == (DEFLATE,):
+            # zlib ignores bytes after a stream's end; stored, they would be served inside the
+            # gzip member the Zarr and N5 views splice from the stream's last bytes
+            if zlib.adler32(raw) != adler32_of_zlib(data):
+                raise CodecError("deflate chunk does not end with its stream (bytes after it, or a wrong "
+                                 "Adler-32)")
+            if crc is not None:
+                crc.append(zlib.crc32(raw))
         return data
     arr = np.frombuffer(raw, dtype=inc.dtype).reshape(dims)
     if dims != full:

@@ -827,6 +827,22 @@ def test_zarr_array_at_domain_root_is_eperm(zfs):
 # =============================================================================================
 # N5 view
 # =============================================================================================
+def test_a_deflate_chunk_with_bytes_after_its_stream_is_refused(fs, caplog):
+    """zlib ignores what follows a stream's end; stored as written, those bytes would end up
+    inside the gzip member the Zarr and N5 views splice from the stream, and every read of
+    the chunk there would fail its CRC. Refused before the store is touched."""
+    comp = {"type": "gzip", "level": 5, "useZlib": True}  # a zlib stream: stored as written
+    fs.mkdir("n5/z.n5")
+    fs.mkdir("n5/z.n5/d")
+    fs.write_json("n5/z.n5/d/attributes.json", n5_attrs((4, 4), ">i4", (4, 4), comp))
+    fs.makedirs("n5/z.n5/d/0")
+    want = np.arange(16, dtype=">i4").reshape(4, 4)
+    fs.write_file("n5/z.n5/d/0/0", n5_block(want, comp))
+    refused(fs, errno.EINVAL, fs.write_file, "n5/z.n5/d/0/0", n5_block(want + 1, comp) + b"trailing",
+            caplog=caplog, names="does not end with its stream")
+    assert_values(fs, "z", "d", want)
+
+
 def test_n5_mkdir_name_n5_creates_domain(fs):
     fs.mkdir("n5/vol.n5")
     assert fs.domains() == ["/vol.h5"]
