@@ -40,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...codecs import vlen as vlen_codec
-from ...errors import CodecError, InvalidInput, NoCodec, NotFound, PolyfsError, UnsupportedType
+from ...errors import CodecError, InvalidInput, NoCodec, NotFound, PolyfsError, SourceError, UnsupportedType
 from ...importers.common import ImportOptions, Progress, parse_codec
 from ...model import types as T
 from ...model import values
@@ -155,6 +155,8 @@ class DocumentDiff:
     def _run(self) -> None:
         try:
             self.imp._walk(self.f)
+        except SourceError:
+            raise  # names the file already
         except PolyfsError as exc:
             raise InvalidInput(f"{self.where}: {exc}") from None
         self._match_objects()

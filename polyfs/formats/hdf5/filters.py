@@ -37,6 +37,7 @@ from ...model.schema import Dataset, Shape
 
 _PLUGINS_REGISTERED = False
 _SERIAL = itertools.count()
+LZF = 32000  # h5py's LZF: an optional filter that HDF5 skips for a chunk it cannot shrink
 
 
 def h5py_with_plugins() -> Any:
@@ -232,9 +233,9 @@ class ChunkCoder:
         except (OSError, RuntimeError, ValueError, TypeError) as exc:
             raise NoCodec(f"HDF5 here cannot encode with filter {names}: {' '.join(str(exc).split())}") from None
         del h5py
-        if mask:
-            raise NoCodec(f"HDF5 here skipped filter {names} when encoding (filter mask {mask})")
         stored = bytes(stored)
+        if mask:
+            stored = self._apply_skipped(mask, stored, names)
         try:
             back = self.decode(stored)
         except CodecError as exc:
@@ -244,3 +245,30 @@ class ChunkCoder:
             raise NoCodec(f"filter {names} does not give back the bytes it encoded (lossy, or its "
                           f"parameters differ when set up here)")
         return stored
+
+    def _apply_skipped(self, mask: int, stored: bytes, names: str) -> bytes:
+        """The chunk with the filters HDF5 skipped applied after all.
+
+        The store has no per-chunk filter mask (HSDS's schema has none): every chunk
+        must carry the whole pipeline. An optional LZF filter is skipped for any chunk
+        it cannot shrink (random or small data, as h5py writes it); an LZF stream of
+        literal runs holds any bytes, and every LZF decoder reads it. Other skipped
+        filters, or a skipped LZF followed by filters that ran, stay refused."""
+        skipped = [i for i, _ in enumerate(self.pipe.filters) if mask >> i & 1]
+        trailing = skipped == list(range(len(self.pipe.filters) - len(skipped), len(self.pipe.filters)))
+        if not skipped or not trailing or any(self.pipe.filters[i].id != LZF for i in skipped):
+            raise NoCodec(f"HDF5 here skipped filter {names} when encoding (filter mask {mask})")
+        for _ in skipped:
+            stored = lzf_literal(stored)
+        return stored
+
+
+def lzf_literal(data: bytes) -> bytes:
+    """``data`` as an LZF stream of literal runs only (a control byte ``n - 1`` before each
+    run of ``n`` <= 32 bytes): valid LZF for any input, 1/32 larger."""
+    full, rest = divmod(len(data), 32)
+    runs = np.empty((full, 33), np.uint8)
+    runs[:, 0] = 31
+    runs[:, 1:] = np.frombuffer(data, np.uint8, full * 32).reshape(full, 32)
+    tail = bytes([rest - 1]) + data[full * 32:] if rest else b""
+    return runs.tobytes() + tail

@@ -33,12 +33,18 @@ from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_INFO, ATTRIBUTE_I
                       GROUP_INFO, LAYOUT_V3_CHUNKED, LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_INFO_ORDERED,
                       LINK_SOFT, LINK_V1, MAX_CREATION_INDEX, MAX_MESSAGE, MESSAGE_V2, MESSAGE_V2_UNORDERED, MSG_ATTRIBUTE,
                       MSG_ATTRIBUTE_INFO, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL, MSG_FILTERS, MSG_GROUP_INFO,
-                      MSG_LAYOUT, MSG_LINK, MSG_LINK_INFO, MSG_REFCOUNT, MSG_SYMBOL_TABLE, OBJECT_HEADER_V2,
+                      MSG_LAYOUT, MSG_LINK, MSG_LINK_INFO, MSG_NIL, MSG_REFCOUNT, MSG_SYMBOL_TABLE, OBJECT_HEADER_V2,
                       OHDR_ATTR_ORDER_INDEXED, OHDR_ATTR_ORDER_TRACKED, REFCOUNT, SPACE_NULL, SPACE_SCALAR,
                       SPACE_SIMPLE, SYMBOL_TABLE_MSG, UNDEF, padded)
 
 FILTER_NAMES = {DEFLATE: "deflate", SHUFFLE: "shuffle", FLETCHER32: "fletcher32", ZSTD: "zstd",
                 BLOSC: "blosc", BZIP2: "bzip2"}
+
+
+# libhdf5 makes no object header chunk smaller than this (H5O_MIN_SIZE): when a writer adds a
+# message to a full header, HDF5 puts a continuation message (16 bytes of body) where messages
+# were, and over a smaller chunk it writes one that overruns it (the file is then unreadable)
+MIN_HEADER_DATA = 22
 
 
 class MessageTooLarge(UnsupportedType):
@@ -71,6 +77,10 @@ def object_header(messages: Sequence[Message], refcount: int) -> Blob:
     messages = [*extra, *messages]
     head = MESSAGE_V2 if ordered else MESSAGE_V2_UNORDERED
     total = sum(head.size + m.size for m in messages)
+    if total < MIN_HEADER_DATA:  # e.g. a committed integer type: one 18-byte message
+        pad = Message(MSG_NIL, Blob(bytes(max(0, MIN_HEADER_DATA - total - head.size))))
+        messages.append(pad)
+        total += head.size + pad.size
     width = next(i for i, w in enumerate((1, 2, 4, 8)) if total < 1 << (8 * w))
     flags = width | (OHDR_ATTR_ORDER_TRACKED | OHDR_ATTR_ORDER_INDEXED if ordered else 0)
     out = Blob(OBJECT_HEADER_V2.pack(flags=flags))

@@ -35,11 +35,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from ...codecs.registry import Filter
+from ...codecs.pipeline import Pipeline
+from ...codecs.registry import DEFLATE, SHUFFLE, Filter
 from ...errors import InvalidInput, PolyfsError, ReadOnly, SourceError, StoreError, UnsupportedSource
 from ...model import types as T
 from ...model import values
@@ -665,10 +666,14 @@ class HDF5Importer:
                 if plan.repack_from is not None:  # padded compounds: stored packed
                     return copy_repacked(d, ds, plan.repack_from, plan.source_type, sink, self._existing_chunks(d, ds),
                                          self._read(d, plan.source_type), bar)
+                verify = _verifier(w.pipeline(ds), ds)
                 for coords, mask, offset in self._existing_chunks(d, ds):
                     if mask == 0:
                         _, data = d.id.read_direct_chunk(offset)
-                        sink.stored(ds, coords, bytes(data))
+                        if verify is None:
+                            sink.stored(ds, coords, bytes(data))
+                        else:
+                            sink.job(ds, coords, verify, bytes(data))
                     else:  # some filters were skipped for this chunk: decode, re-encode with all
                         why = w.pipeline(ds).unencodable
                         if why is not None:
@@ -684,6 +689,23 @@ class HDF5Importer:
             write_decoded(w, ds, read, coords, skip_fill=False, progress=bar)
         else:
             write_decoded(w, ds, read, None, skip_fill=True, progress=bar)
+
+
+def _verifier(pipe: Pipeline, ds: Dataset) -> Callable[[bytes], tuple[bytes, None]] | None:
+    """What checks that a copied chunk decodes (in the sink's workers), or None when the sink
+    checks it itself (deflate last: inflated for its CRC32) or nothing can. A chunk is copied
+    unread, so a damaged file (a cut or overwritten blosc, bzip2, LZF... chunk, a wrong
+    fletcher32 checksum) would otherwise be stored as it is and fail every later read."""
+    if pipe.is_identity or pipe.ids in ((DEFLATE,), (SHUFFLE, DEFLATE)) or pipe.undecodable is not None:
+        return None
+    if pipe.opaque:
+        pipe = pipe.with_chunk(ds.type, tuple(ds.chunks))
+    nbytes = int(np.prod(ds.chunks)) * ds.type.itemsize
+
+    def verify(data: bytes) -> tuple[bytes, None]:
+        pipe.check(data, nbytes)  # CodecError (EINVAL), named with its chunk by the sink
+        return data, None
+    return verify
 
 
 def _scalar_array(value: Any) -> np.ndarray:

@@ -20,7 +20,7 @@ from ...model import types as T
 from ...model.schema import Dataset
 from ...model.tree import DomainModel
 from ...views.base import FileNode, ViewContext
-from .dtypes import disk_itemsize, encode_type
+from .dtypes import disk_itemsize, encode_type, has_padding
 from .render import HDF5File, render_domain
 from .single import SingleDatasetFile
 
@@ -43,7 +43,8 @@ def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> FileNode:
 
 def describe(ds: Dataset, pipe: Pipeline) -> str:
     """How this view serves a dataset (``polyfs info``): chunk bytes as stored, except
-    variable-length and reference data, whose disk form HDF5 spells differently."""
+    variable-length and reference data, whose disk form HDF5 spells differently, padded
+    compounds and filtered scalars (render.py)."""
     try:
         encode_type(ds.type)
         disk_itemsize(ds.type)
@@ -53,6 +54,10 @@ def describe(ds: Dataset, pipe: Pipeline) -> str:
         return "transcoded (variable-length)"
     if T.has_reference(ds.type):
         return "transcoded (references)"
+    if has_padding(ds.type):  # stored packed (HSDS's layout); render.py places the members, unfiltered
+        return "transcoded (padded compound)"
+    if ds.shape.kind == "scalar" and not pipe.is_identity:  # HDF5 cannot chunk a scalar: decoded
+        return "transcoded (filtered scalar)"
     return "zero-copy"
 
 
