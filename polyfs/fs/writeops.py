@@ -52,6 +52,9 @@ class WriteHandle:
         # bytes put through this open (a write, a truncation to a non-zero size); an open that
         # only emptied the file stores nothing at FLUSH, see ``flush_handle``
         self.wrote = False
+        # its first bytes were refused by the format's head check (a netCDF-3 header in hdf5/):
+        # the writer heard it at write(); its close and release store, and log, nothing more
+        self.head_refused = False
 
 
 class ViewFile:
@@ -332,6 +335,7 @@ class WriteSide:
         if off == 0 and handle.pending.head_check is not None:
             why = handle.pending.head_check(bytes(buf[:16]))
             if why:
+                handle.head_refused = True
                 raise InvalidInput(f"{handle.pending.path}: {why}")
         handle.wrote = True
         if handle.pending.needs_base(off, len(buf)):
@@ -350,6 +354,8 @@ class WriteSide:
         files emptied are refused, so their error still reaches this close.)"""
         if not isinstance(handle, WriteHandle) or not (handle.pending.dirty and handle.pending.ingest):
             return
+        if handle.head_refused and not handle.wrote:
+            return  # nothing it wrote was taken: the file is as this open found it, or empty
         if closing and not handle.wrote and await self.fs.run(self.service.holds_chunks, handle.pending.path):
             return
         await self.fs.run(self._ingest, handle.pending, None, handle.writer, handle.base_time)

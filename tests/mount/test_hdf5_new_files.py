@@ -168,6 +168,24 @@ def test_a_netcdf3_file_is_refused_where_netcdf_c_sees_it(mount_store, empty_sto
     assert "netCDF-3" in m.log_text()
 
 
+def test_a_netcdf3_file_copied_in_is_refused_with_one_log_line(mount_store, empty_store, tmp_path):
+    """cp gets EINVAL at its first write; its close and the release store and log nothing more."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    src = tmp_path / "bears.nc"
+    with netCDF4.Dataset(src, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("x", 4)
+        nc.createVariable("v", "i4", ("x",))[:] = np.arange(4)
+    m = mount_store(str(empty_store))
+    before = snapshot(empty_store)
+    res = subprocess.run(["cp", str(src), str(m.path / "hdf5" / "bears.nc")], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode != 0 and "Invalid argument" in res.stderr, res.stderr
+    m.stop()  # the release is done, and logged, by then
+    assert snapshot(empty_store) == before
+    lines = [ln for ln in m.log_text().splitlines() if "bears.nc" in ln and (" WARNING " in ln or " ERROR " in ln)]
+    assert len(lines) == 1 and "netCDF-3" in lines[0], lines
+
+
 def test_w_over_an_existing_file_replaces_its_domain_and_rm_deletes_it(mount_store, empty_store):
     store = empty_store
     m = mount_store(str(store))
