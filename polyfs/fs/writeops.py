@@ -310,7 +310,12 @@ class WriteSide:
             target = await self.fs.run(self.service.route, path)
             ingest = await self.fs.run(self.service.is_ingestible, path)
             if (target.domain is None or not target.rest) and not ingest:
-                raise NotPermitted(f"{path}: files can only be made inside a domain's directory")
+                names = sorted({target.suffix, *target.view.keeps_names} - {""})
+                new = f", or a new domain here as <name>{' or <name>'.join(names)}" \
+                    if target.domain is None and target.view.kind == "file" and names else ""
+                raise NotPermitted(f"{path}: files can only be made inside a domain's directory{new} "
+                                   f"(names are case-sensitive)" if new else
+                                   f"{path}: files can only be made inside a domain's directory")
             pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
                                   self.budget)
             pending.head_check = await self.fs.run(self.service.head_check, path) if ingest else None

@@ -1174,7 +1174,7 @@ def test_error_erofs_in_read_only_views(zfs, caplog, view):
         refused(fs, errno.EROFS, op)
 
 
-def test_hdf5_view_takes_only_its_domain_files(zfs):
+def test_hdf5_view_takes_only_its_domain_files(zfs, caplog):
     """The HDF5 view is writable as whole files (one per domain): no directories, no renames;
     a file that is not HDF5 is refused and leaves the store as it was; ``rm`` deletes the domain."""
     fs = zfs
@@ -1184,6 +1184,8 @@ def test_hdf5_view_takes_only_its_domain_files(zfs):
     refused(fs, errno.EPERM, lambda: fs.mkdir("hdf5/x.h5"))
     refused(fs, errno.EINVAL, lambda: fs.write_file("hdf5/new.h5", b"x"))  # not HDF5: no domain made
     refused(fs, errno.EPERM, lambda: fs.write_file("hdf5/notes.txt", b"x"))
+    # the refusal names what a new domain's file may be called (X.NC is not x.nc)
+    refused(fs, errno.EPERM, lambda: fs.write_file("hdf5/X.NC", b"x"), caplog=caplog, names="<name>.nc")
     refused(fs, errno.EXDEV, lambda: fs.rename("hdf5/t.h5", "hdf5/renamed.h5"))
     refused(fs, errno.EINVAL, lambda: fs.truncate("hdf5/t.h5", 0))
     refused(fs, errno.EINVAL, lambda: fs.write_file("hdf5/t.h5", b"x"))
