@@ -44,12 +44,6 @@ class InvalidInput(PolyfsError):
     """Bad data from outside: a file, a JSON body, a parameter."""
 
 
-class Incomplete(InvalidInput):
-    """A file refused at a flush because it is still being written (tifffile flushes before the
-    IFD exists); its final close stores it. Logged as information, not as a warning: every page
-    of a successful write makes one."""
-
-
 class SchemaError(InvalidInput):
     """A store object that does not follow the HSDS object storage schema."""
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pyfuse3
 import trio
 
-from ..errors import Incomplete, PolyfsError, errno_of, one_line
+from ..errors import PolyfsError, errno_of, one_line
 
 log = logging.getLogger("polyfs.fs.operations")
 
@@ -33,7 +33,7 @@ def fuse_errors(fn: Callable) -> Callable:
             if code == errno.EIO and not isinstance(exc, PolyfsError):
                 self._log_unexpected(fn.__name__, exc)
             elif fn.__name__ in WRITE_OPS and code not in (errno.ENOENT, errno.EEXIST):
-                (log.info if isinstance(exc, Incomplete) else log.warning)("%s refused (%s): %s", fn.__name__, errno.errorcode.get(code, code), one_line(exc))
+                log.warning("%s refused (%s): %s", fn.__name__, errno.errorcode.get(code, code), one_line(exc))
             else:
                 log.debug("%s: %s -> %s", fn.__name__, exc, errno.errorcode.get(code, code))
             raise pyfuse3.FUSEError(code) from None

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...codecs.registry import DEFLATE
-from ...errors import CodecError, Incomplete, InvalidInput, PolyfsError, UnsupportedType
+from ...errors import CodecError, InvalidInput, PolyfsError, UnsupportedType
 from ...model.schema import Dataset
 from ...model.writer import ObjectsWriter
 from ...writes.protocol import ByteSource, SourceReader
@@ -101,7 +101,7 @@ def check_chain(src: ByteSource, where: str, limit: int = 1 << 22) -> None:
                                f"truncated file or bogus offset")
         n = fl.count.unpack(src.read(pos, fl.count.size))["n"]
         if n == 0:
-            raise Incomplete(f"{where}: IFD {len(seen) - 1} at offset {pos} is empty: the file is incomplete "
+            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} is empty: the file is incomplete "
                                f"(still being written) or corrupt")
         at = pos + fl.count.size + n * fl.entry.size
         if at + fl.next.size > size:
