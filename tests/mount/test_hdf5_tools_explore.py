@@ -218,3 +218,33 @@ def test_attributes_added_to_committed_types_in_place(mount_store, seeded_store)
     assert "refused" not in m.log_text()
     dump = subprocess.run(["h5dump", "-A", str(path)], capture_output=True, text=True, timeout=60)
     assert dump.returncode == 0 and dump.stdout.count('ATTRIBUTE "units"') == len(types), dump.stderr
+
+
+def test_attributes_over_64_kib_written_through_the_view_read_back(mount_store, seeded_store, tmp_path):
+    """h5py (``libver="latest"``) writing attributes over the 64 KiB an object header message
+    holds: they were stored but the view left them out, so the writer's own file lost them on
+    its next open. The view now keeps them in dense storage, and ``r+`` edits them in place."""
+    m = mount_store(str(seeded_store))
+    path = m.path / "hdf5" / "big.h5"
+    write_with_h5py("""
+    with h5py.File(path, "w", libver="latest") as f:
+        d = f.create_dataset("x", data=np.arange(20.0))
+        d.attrs["small"] = 1
+        d.attrs["big"] = np.arange(20000, dtype="f8")
+        f.attrs["notes"] = "n" * 80000
+    """, path)
+    with h5py.File(path, "r+") as f:
+        assert f["x"].attrs["small"] == 1 and f.attrs["notes"] == "n" * 80000
+        np.testing.assert_array_equal(f["x"].attrs["big"], np.arange(20000.0))
+        f["x"].attrs["more"] = 2
+        f["x"].attrs["big"] = np.arange(30000, dtype="f8")
+        del f["x"].attrs["small"]
+    with h5py.File(path, "r") as f:
+        assert sorted(f["x"].attrs) == ["big", "more"] and f["x"].attrs["more"] == 2
+        np.testing.assert_array_equal(f["x"].attrs["big"], np.arange(30000.0))
+    zattrs = zarr.open_array(str(m.path / "zarr" / "big.zarr" / "x"), mode="r").attrs
+    assert sorted(zattrs) == ["big", "more"] and zattrs["big"][-1] == 29999
+    dump = subprocess.run(["h5dump", "-A", str(path)], capture_output=True, text=True, timeout=60)
+    assert dump.returncode == 0 and 'ATTRIBUTE "notes"' in dump.stdout, dump.stderr
+    assert "left out" not in m.log_text() and "refused" not in m.log_text()
+    check_deep(seeded_store)

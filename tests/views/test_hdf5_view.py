@@ -534,9 +534,11 @@ def test_vanished_chunk_fails_only_its_reads(tmp_path, caplog):
 
 
 def test_big_attribute_is_left_out_with_a_log_line(tmp_path, caplog):
+    """Over 64 KiB an attribute goes to dense storage (test_hdf5_dense_attributes.py); over
+    the 8 MiB that holds, it is left out, with a log line."""
     store = open_store(str(tmp_path / "store"), create=True)
     with DomainWriter(Catalog(store), "/attrs.h5") as w:
-        w.set_attr_array(w.root, "huge", T.FloatType(8), np.arange(10_000.0))
+        w.set_attr_array(w.root, "huge", T.FloatType(8), np.arange(1_100_000.0))
         w.set_attr_array(w.root, "small", T.FloatType(8), np.arange(3.0))
     ctx, reader = make_ctx(store)
     caplog.set_level(logging.ERROR)

@@ -77,13 +77,8 @@ class Planner(DomainRenderer):
         self._group = ""
 
     def _attributes(self, obj: Any, path: str) -> list:
-        out = []
-        names = self.shown.setdefault(obj.id, set())
-        for name, attr in obj.attributes.items():
-            msgs = super()._attributes(_Only({name: attr}), path)
-            if msgs:
-                names.add(name)
-            out += msgs
+        out = super()._attributes(obj, path)
+        self.shown.setdefault(obj.id, set()).update(m.name for m in out)
         return out
 
     def _shown_links(self, g: Group, path: str) -> list[Link]:
@@ -98,11 +93,6 @@ class Planner(DomainRenderer):
     def _link_message(self, link: Link, order: int) -> Any:
         self.link_order[(self._group, link.name)] = order  # the creation order the file gives it
         return super()._link_message(link, order)
-
-
-class _Only:
-    def __init__(self, attributes: dict[str, Attribute]) -> None:
-        self.attributes = attributes
 
 
 class _AttrSink:

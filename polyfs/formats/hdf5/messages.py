@@ -56,22 +56,26 @@ class Message:
     type: int
     body: Blob
     flags: int = 0
+    name: str = ""  # an attribute's name (its dense storage indexes it)
 
     @property
     def size(self) -> int:
         return len(self.body)
 
 
-def object_header(messages: Sequence[Message], refcount: int) -> Blob:
+def object_header(messages: Sequence[Message], refcount: int, dense_info: Blob | None = None) -> Blob:
     """A version 2 object header: one chunk holding every message, attributes numbered
-    in creation order as they come, an attribute info message when there are any,
-    a reference count message when more than one link leads here."""
+    in creation order as they come, an attribute info message when there are any (or
+    ``dense_info``, when they are in dense storage: dense.py), a reference count message when
+    more than one link leads here."""
     nattrs = sum(1 for m in messages if m.type == MSG_ATTRIBUTE)
     ordered = nattrs <= MAX_CREATION_INDEX  # past a 16-bit order: by name, as HDF5 lists untracked ones
     extra = []
     if refcount > 1:
         extra.append(Message(MSG_REFCOUNT, Blob(REFCOUNT.pack(refcount=refcount)), FLAG_DONT_SHARE))
-    if nattrs:
+    if dense_info is not None:  # creation order tracked and indexed, as in dense.py
+        extra.append(Message(MSG_ATTRIBUTE_INFO, dense_info, FLAG_DONT_SHARE))
+    elif nattrs:
         info = ATTRIBUTE_INFO_ORDERED.pack(max_creation_index=nattrs) if ordered else ATTRIBUTE_INFO.pack()
         extra.append(Message(MSG_ATTRIBUTE_INFO, Blob(info), FLAG_DONT_SHARE))
     messages = [*extra, *messages]
@@ -194,7 +198,7 @@ def attribute(name: str, t: T.DType, shape: Shape, data: Blob) -> Message:
         body.write(padded(dt_bytes))
         body.write(padded(space))
     body.extend(data)
-    return Message(MSG_ATTRIBUTE, body)
+    return Message(MSG_ATTRIBUTE, body, name=name)
 
 
 def _charset(name: str) -> int:

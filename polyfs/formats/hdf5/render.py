@@ -33,7 +33,10 @@ Groups of up to 1024 links (and any group holding an external link) hold link
 messages with their creation orders, larger ones are symbol-table groups;
 attributes keep the model's order (its JSON's), which the object headers
 record as their creation order.
-Anything one object cannot express (an attribute over 64 KiB, a type or
+An object with an attribute over the 64 KiB a header message holds keeps all its
+attributes in dense storage (dense.py: a fractal heap and two v2 B-trees), up to 8 MiB
+an attribute and 16 MiB in all.
+Anything one object cannot express (a larger attribute, a type or
 value HDF5 has no spelling for, a dataset whose storage cannot be planned) is
 left out with one log line naming it, with the links to it (``left_out``);
 the rest of the file is unaffected. One convention is translated: HSDS writes a dimension
@@ -61,6 +64,7 @@ from ...model.schema import Dataset, Group, Link
 from ...model.tree import DomainModel
 from ...vfile import ChunkRun, Produced, Segment, Stored, VFile
 from ...views.transcode import TranscodedChunk
+from . import dense
 from . import messages as M
 from .btree import ChunkBTree, Symbol, group_blocks
 from .dtypes import DiskEncoder, disk_fill, disk_itemsize, fixed, has_padding, same_bytes, to_disk
@@ -180,8 +184,13 @@ class DomainRenderer:
                 msgs += self.messages[obj.id]
             else:
                 msgs.append(M.datatype(T.resolved(obj.type)))
-            msgs += self._attributes(obj, path)
-            headers.append(blob_block(("oh", obj.id), M.object_header(msgs, refcounts.get(obj.id, 1))))
+            attrs = self._attributes(obj, path)
+            info = None
+            if any(m.size > MAX_MESSAGE for m in attrs):  # every attribute in dense storage
+                stored = dense.dense_attributes(obj.id, [(m.name, m.body) for m in attrs])
+                info, attrs = stored.info, []
+                groups.extend(stored.blocks)
+            headers.append(blob_block(("oh", obj.id), M.object_header(msgs + attrs, refcounts.get(obj.id, 1), info)))
         p = self.plan
         p.add(superblock(p, ("oh", self.model.domain.root)))
         p.extend(headers)
@@ -261,11 +270,20 @@ class DomainRenderer:
                     data = self.attr_encoder.encode(attr.type, arr)
                 msg = M.attribute(name, t, attr.shape, data)
                 if msg.size > MAX_MESSAGE:
-                    raise M.MessageTooLarge(f"{msg.size} bytes, over the {MAX_MESSAGE} an object header "
-                                            f"message holds")
+                    dense.block_size([msg.size])  # one the object's dense storage can hold
                 out.append(msg)
             except (UnsupportedType, InvalidInput) as exc:
                 log.error("hdf5 view of %s: attribute %r of %s left out: %s", self.model.path, name, path, exc)
+        if any(m.size > MAX_MESSAGE for m in out):
+            try:
+                dense.block_size([m.size for m in out])
+            except dense.DenseTooLarge as exc:  # the header holds the others
+                for m in out:
+                    if m.size > MAX_MESSAGE:
+                        log.error("hdf5 view of %s: attribute %r of %s left out: %s bytes, over the %d an object "
+                                  "header message holds, and %s", self.model.path, m.name, path, m.size,
+                                  MAX_MESSAGE, exc)
+                out = [m for m in out if m.size <= MAX_MESSAGE]
         return out
 
     # -- what the file cannot show ---------------------------------------------------------------

@@ -254,6 +254,73 @@ ATTRIBUTE_INFO = Layout.of("attribute info message, no creation order", [
     ("heap_address", "Q", UNDEF),
     ("name_btree_address", "Q", UNDEF),
 ])
+# dense attribute storage (an attribute message over 64 KiB): a fractal heap of one direct
+# block holding every attribute message, indexed by name and creation order in v2 B-trees of
+# one leaf each; no free-space manager, direct blocks unchecksummed (heap flags 0)
+FRACTAL_HEAP_OFFSET_BYTES = 4  # heap offsets (in heap ids and direct block prefixes)
+FRACTAL_HEAP_HEADER = Layout.of("fractal heap header", [
+    ("signature", "4s", b"FRHP"),
+    ("version", "B", 0),
+    ("id_length", "H", 8),  # the attribute B-tree records hold 8-byte heap ids
+    ("filters_length", "H", 0),
+    ("flags", "B", 0),
+    ("max_managed", "I"),  # larger objects would be "huge" ones: none here
+    ("next_huge_id", "Q", 0),
+    ("huge_btree_address", "Q", UNDEF),
+    ("free_space", "Q"),  # in the managed blocks
+    ("free_space_manager", "Q", UNDEF),
+    ("managed_space", "Q"),
+    ("allocated_space", "Q"),
+    ("iterator_offset", "Q", 0),  # a root direct block: what libhdf5 writes
+    ("managed_objects", "Q"),
+    ("huge_size", "Q", 0),
+    ("huge_objects", "Q", 0),
+    ("tiny_size", "Q", 0),
+    ("tiny_objects", "Q", 0),
+    ("table_width", "H", 4),
+    ("start_block_size", "Q"),
+    ("max_direct_block_size", "Q"),
+    ("max_heap_bits", "H", 8 * FRACTAL_HEAP_OFFSET_BYTES),
+    ("start_root_rows", "H", 1),
+    ("root_address", "Q"),
+    ("root_rows", "H", 0),  # 0: the root is a direct block
+])
+FRACTAL_HEAP_DIRECT = Layout.of("fractal heap direct block prefix", [
+    ("signature", "4s", b"FHDB"),
+    ("version", "B", 0),
+    ("heap_address", "Q"),
+    ("block_offset", "I", 0),  # FRACTAL_HEAP_OFFSET_BYTES; the root block is at heap offset 0
+])
+BTREE2_HEADER = Layout.of("version 2 B-tree header", [
+    ("signature", "4s", b"BTHD"),
+    ("version", "B", 0),
+    ("type", "B"),
+    ("node_size", "I"),
+    ("record_size", "H"),
+    ("depth", "H", 0),  # one leaf: the root
+    ("split_percent", "B", 100),
+    ("merge_percent", "B", 40),
+    ("root_address", "Q"),
+    ("root_records", "H"),
+    ("total_records", "Q"),
+])
+BTREE2_LEAF = Layout.of("version 2 B-tree leaf prefix", [
+    ("signature", "4s", b"BTLF"),
+    ("version", "B", 0),
+    ("type", "B"),
+])
+BTREE2_ATTR_NAME, BTREE2_ATTR_ORDER = 8, 9
+ATTR_NAME_RECORD = Layout.of("attribute name index record (type 8)", [
+    ("heap_id", "8s"),
+    ("message_flags", "B", 0),
+    ("creation_order", "I"),
+    ("name_hash", "I"),  # lookup3 of the name: records sorted by it, then by name
+])
+ATTR_ORDER_RECORD = Layout.of("attribute creation order index record (type 9)", [
+    ("heap_id", "8s"),
+    ("message_flags", "B", 0),
+    ("creation_order", "I"),
+])
 REFCOUNT = Layout.of("object reference count message", [("version", "B", 0), ("refcount", "I")])
 
 SYMBOL_TABLE_MSG = Layout.of("symbol table message", [("btree_address", "Q"), ("heap_address", "Q")])
