@@ -18,7 +18,7 @@ from functools import wraps
 from typing import Any, Callable, Mapping, TypeVar
 
 from ..errors import SchemaError
-from . import ids
+from . import ids, limits
 from .types import DType, Resolver, from_json as type_from_json
 
 UNLIMITED = None  # a maxdims entry with no limit
@@ -57,6 +57,22 @@ def now() -> float:
 
 
 # --------------------------------------------------------------------------
+def _extent(value: Any, what: str) -> int:
+    """One extent of a record: a whole number in 0..2**63-1 (what HSDS and numpy hold). A
+    record another writer made may say anything; it is refused here, not at every read."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limits.MAX_EXTENT:
+        raise SchemaError(f"{what}: {value!r:.40} is not an extent (a whole number in 0..2**63-1)")
+    return value
+
+
+def _extents(values: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(values, (list, tuple)):
+        raise SchemaError(f"{what}: {values!r:.60} is not a list of extents")
+    return tuple(_extent(v, what) for v in values)
+
+
 @dataclass
 class Shape:
     """A dataspace: ``scalar`` (dims ()), ``simple`` or ``null``."""
@@ -70,7 +86,7 @@ class Shape:
         if obj is None:
             return cls("scalar")
         if isinstance(obj, list):  # a bare list of dims
-            return cls("simple", tuple(int(d) for d in obj))
+            return cls("simple", _extents(obj, "shape"))
         kind = obj.get("class", "H5S_SIMPLE")
         if kind == "H5S_SCALAR":
             return cls("scalar")
@@ -78,14 +94,16 @@ class Shape:
             return cls("null")
         if kind != "H5S_SIMPLE":
             raise SchemaError(f"unknown dataspace class {kind!r}")
-        dims = tuple(int(d) for d in obj.get("dims", ()))
+        dims = _extents(obj.get("dims", ()), "shape dims")
         maxdims = None
         if "maxdims" in obj and obj["maxdims"] is not None:
             md = obj["maxdims"]
-            if len(md) != len(dims):
-                raise SchemaError(f"maxdims {md} does not match dims {list(dims)}")
-            maxdims = tuple(UNLIMITED if (m == "H5S_UNLIMITED" or m == 0 and d != 0) else int(m)
+            if not isinstance(md, (list, tuple)) or len(md) != len(dims):
+                raise SchemaError(f"maxdims {md!r:.60} does not match dims {list(dims)}")
+            maxdims = tuple(UNLIMITED if (m == "H5S_UNLIMITED" or m == 0 and d != 0) else _extent(m, "shape maxdims")
                             for m, d in zip(md, dims))
+            if any(m is not UNLIMITED and m < d for m, d in zip(maxdims, dims)):
+                raise SchemaError(f"maxdims {list(md)} are below dims {list(dims)}")
         return cls("simple", dims, maxdims)
 
     def to_json(self) -> dict[str, Any]:
@@ -322,6 +340,8 @@ class Dataset:
             shape = Shape.from_json(obj.get("shape"))
         except KeyError as exc:
             raise SchemaError(f"dataset {did} lacks {exc}") from None
+        except SchemaError as exc:
+            raise SchemaError(f"dataset {did}: {exc}") from None
         cpl = dict(obj.get("creationProperties") or {})
         top, declared = obj.get("layout") or {}, cpl.get("layout") or {}
         layout = top or declared  # the chunk shape HSDS uses (the top-level one when both exist)
@@ -333,7 +353,7 @@ class Dataset:
         if shape.kind != "simple":
             chunks = ()
         elif "dims" in layout and _layout_class(layout) == "H5D_CHUNKED":
-            chunks = tuple(int(c) for c in layout["dims"])
+            chunks = _extents(layout["dims"], f"dataset {did}: chunk dims")
         else:
             chunks = tuple(max(1, d) for d in shape.array_shape)
         if layout_class != "H5D_CHUNKED" and chunks != tuple(max(1, d) for d in shape.array_shape):
@@ -342,6 +362,9 @@ class Dataset:
             raise SchemaError(f"dataset {did}: chunk rank {len(chunks)} != shape rank {shape.rank}")
         if any(c <= 0 for c in chunks):
             raise SchemaError(f"dataset {did}: chunk dims must be positive: {list(chunks)}")
+        why = limits.extent_problem(shape.dims, chunks) if shape.kind == "simple" else None
+        if why:
+            raise SchemaError(f"dataset {did}: {why}")
         filters = cpl.get("filters") or []
         if not isinstance(filters, list) or not all(isinstance(f, Mapping) for f in filters):
             raise SchemaError(f"dataset {did}: filters must be a list of objects, not {filters!r:.80}")

@@ -1,7 +1,10 @@
 """polyfs check: derived data is rebuildable, unreachable objects are found."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 
 from polyfs.check import check_store
 from polyfs.cli import main
@@ -87,3 +90,30 @@ def test_crc_entries_written_beside_the_old_ones_match_either_chunk():
     assert both.merged([(1, 13, 300)], keep_old=True).lookup(1, 13) == 300  # no duplicate entry
     final = both.merged([(1, 13, 300)])
     assert final.lookup(1, 12) is None and final.lookup(1, 13) == 300 and len(final) == 2
+
+
+@pytest.mark.parametrize("dims, why", [
+    ([2**70, 20], str(2**70)), ([-5, 20], "-5"), (["a", 20], "'a'"), ([10.5, 20], "10.5"), (True, "not a list"),
+    ({"dims": [20, 20], "maxdims": [10, 20]}, "below dims"),
+])
+def test_a_record_another_writer_made_with_bad_extents_is_a_problem_not_a_crash(tmp_path, capsys, dims, why):
+    """An HSDS record whose extents no numpy index holds (written by another program)
+    made ``check`` and ``info`` crash (OverflowError) or, negative, read as -2 chunks."""
+    url, cat, d = make(tmp_path)
+    body = cat.get_json(keys.dataset_key(d.id))
+    body["shape"] = dict(body["shape"], **dims) if isinstance(dims, dict) else dict(body["shape"], dims=dims)
+    cat.store.put(keys.dataset_key(d.id), json.dumps(body).encode())
+    before = {o.key: cat.store.get(o.key) for o in cat.store.list("")}
+    r = check_store(url, deep=True)
+    assert len(r.problems) == 1 and d.id in r.problems[0] and why in r.problems[0], r.problems
+    assert main(["info", url, "/a.h5"]) == 1 and why in capsys.readouterr().err
+    assert check_store(url, repair=True).problems  # nothing "repaired" away
+    assert {o.key: cat.store.get(o.key) for o in cat.store.list("")} == before
+
+
+def test_a_whole_float_extent_still_reads(tmp_path):
+    url, cat, d = make(tmp_path)
+    body = cat.get_json(keys.dataset_key(d.id))
+    body["shape"]["dims"] = [20.0, 20]
+    cat.store.put(keys.dataset_key(d.id), json.dumps(body).encode())
+    assert not check_store(url, deep=True).problems
