@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import pyfuse3
 
 from .. import memory
-from ..errors import CrossDevice, InvalidInput, IsADirectory, NotFound, NotPermitted
+from ..errors import CrossDevice, InvalidInput, IsADirectory, NotFound, NotPermitted, UnsupportedType
 from ..model.schema import Dataset
 from ..views.root import domain_leaf_paths
 from ..writes.router import Target
@@ -301,6 +301,7 @@ class WriteSide:
         path = self.inodes.child_path(parent, text)
         self._writable(path)
         await self.fs.permit(path, "update", ctx)  # a file's bytes, new or not, are data
+        await self._refuse_name(path)
         existing = await self.fs.run(self._lookup_node, parent, text)
         if existing is not None:
             if flags & os.O_EXCL:
@@ -325,6 +326,13 @@ class WriteSide:
             entry = self.inodes.remember(path, pending)
         info = await self.open_write(entry, flags | os.O_TRUNC if existing is None else flags, ctx)
         return info, self.fs.node_attr(entry.node, entry.ino, entry.path)
+
+    async def _refuse_name(self, path: str) -> None:
+        """A name the view's format can never take is refused when made (EOPNOTSUPP, one log
+        line), not kept as a scratch file that is gone at unmount."""
+        why = await self.fs.run(self.service.refused_name, path)
+        if why:
+            raise UnsupportedType(f"{path}: {why}")
 
     def _lookup_node(self, parent: InodeEntry, name: str):
         try:
@@ -519,6 +527,7 @@ class WriteSide:
         self._writable(dst)
         await self.fs.permit(src, "update", ctx)  # a file being written, published under its name
         await self.fs.permit(dst, "update", ctx)
+        await self._refuse_name(dst)
         node = self.overlay.get(src)
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{src} -> {dst}: only files being written can be renamed; tools copy instead")
@@ -554,6 +563,7 @@ class WriteSide:
         dst = self.inodes.child_path(parent, text)
         self._writable(dst)
         await self.fs.permit(dst, "update", ctx)
+        await self._refuse_name(dst)
         node = self.overlay.get(entry.path)
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{entry.path} -> {dst}: only files being written can be linked")

@@ -206,6 +206,17 @@ class DocumentChanges:
 
 
 @runtime_checkable
+class NameCheck(Protocol):
+    """An ingester that knows names it can never take (another format's metadata, such as
+    Zarr v2's ``.zarray`` in a Zarr v3 view): a file of that name is refused when it is made,
+    not kept as a scratch file that vanishes at unmount."""
+
+    def refuse_name(self, rest: list[str]) -> str | None:
+        """Why a file at ``rest`` (the path below its domain) is refused, or None."""
+        ...
+
+
+@runtime_checkable
 class HeadCheck(Protocol):
     """An ingester that knows files it can never take by their first bytes (another format's
     signature): such a file is refused at the write that puts them at offset 0."""

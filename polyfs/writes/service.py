@@ -44,7 +44,7 @@ from ..views import hdmf
 from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths
 from .chunkin import stored_dtype, to_stored
-from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, WrittenChunk,
+from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
                        WrittenFile, file_members)
 from ..parallel import THREADS, Occupancy, bounded_map
 from .router import Router, Target
@@ -132,6 +132,12 @@ class WriteService:
             except PolyfsError:
                 return False
         return False
+
+    def refused_name(self, path: str) -> str | None:
+        """Why no file may be made at ``path`` (see ``NameCheck``), or None."""
+        t = self.route(path)
+        ing = self.ingester(t)
+        return ing.refuse_name(t.rest) if isinstance(ing, NameCheck) and t.domain is not None and t.rest else None
 
     def head_check(self, path: str) -> Callable[[bytes], str | None] | None:
         """What refuses a file at ``path`` by its first bytes (see ``HeadCheck``), if anything."""

@@ -22,7 +22,8 @@ attribute is taken as it is. So the view:
 - in a netCDF-4 domain, shows a variable shorter than an unlimited dimension it uses
   as long as that dimension (:func:`unlimited_shapes`): netCDF reads an unlimited
   dimension as long as its longest variable, and the rest of a shorter one as its fill
-  value, which is what a Zarr reader makes of the missing chunks.
+  value, which is what a Zarr reader makes of the missing chunks. Variables a Zarr writer
+  resized through the view keep their own length (xarray appends one array at a time).
 
 Hidden attributes are kept in the store: a written ``zarr.json`` is compared
 with what the view shows (ingest.py), so a rewrite never drops them.
@@ -40,6 +41,7 @@ from ...model import values
 from ...model.schema import UNLIMITED, Dataset, Group
 from ...model.tree import DomainModel
 from ...views import hdmf
+from .spec import HINT_SHAPE
 
 FILL = "_FillValue"
 ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
@@ -79,12 +81,27 @@ def scale_ids(ds: Dataset) -> list[str | None]:
     return out
 
 
+def sized_through_zarr(ds: Dataset) -> bool:
+    """The dataset has the shape the last ``zarr.json`` written through the view declared."""
+    hints = ds.creation_properties.get("polyfs")
+    declared = hints.get(HINT_SHAPE) if isinstance(hints, dict) else None
+    return ds.shape.kind == "simple" and declared == list(ds.shape.dims)
+
+
 def unlimited_shapes(model: DomainModel) -> dict[str, tuple[int, ...]]:
     """netCDF's shape of each dataset shorter than an unlimited dimension it uses (by id):
-    an unlimited dimension is as long as the longest dataset along it (its scale included)."""
+    an unlimited dimension is as long as the longest dataset along it (its scale included).
+
+    Datasets a Zarr writer sized through the view (their stored shape is the one the last
+    ``zarr.json`` written declared) take no part (neither lengthen the dimension nor are
+    shown longer): Zarr writers resize one array at a time (xarray's ``append_dim`` reads
+    each array's length, resizes it and writes past its old end), so an array shown as
+    long as the one appended just before would get its records written after a gap of
+    fill values. A ``zarr.json`` written back with the shown (longer) shape resizes nothing
+    and so keeps the variable shown as before."""
     uses: list[tuple[str, int, str]] = []  # (dataset id, axis, scale id)
     for ds_id, ds in model.datasets.items():
-        if ds.shape.kind != "simple" or ds.shape.maxdims is None:
+        if ds.shape.kind != "simple" or ds.shape.maxdims is None or sized_through_zarr(ds):
             continue
         if hdmf.text_attr(ds, "CLASS") == "DIMENSION_SCALE":
             if ds.shape.rank == 1 and ds.shape.maxdims[0] is UNLIMITED:
@@ -130,6 +147,38 @@ def fill_attribute(value: Any, zt: hdmf.ZarrType) -> Any:
     except (TypeError, ValueError, KeyError, IndexError):
         pass
     return value
+
+
+def _float_b64(x: Any) -> float | None:
+    """A float spelled as xarray's FillValueCoder spells it (base64 of a little-endian float64)."""
+    if not isinstance(x, str):
+        return None
+    try:
+        raw = base64.b64decode(x, validate=True)
+    except ValueError:
+        return None
+    return struct.unpack("<d", raw)[0] if len(raw) == 8 else None
+
+
+def decode_fill_attribute(value: Any, data_type: Any) -> Any:
+    """The number a ``_FillValue`` written as xarray spells it (:func:`fill_attribute`) stands
+    for, so the store (and so ``hdf5/``, which netCDF reads) holds a number, not base64 text;
+    any other value is kept as written."""
+    name = data_type if isinstance(data_type, str) else ""
+    if name.startswith("float"):
+        got = _float_b64(value)
+        return value if got is None else got
+    if name.startswith("complex") and isinstance(value, list) and len(value) == 2:
+        parts = [_float_b64(x) for x in value]
+        return value if None in parts else parts
+    return value
+
+
+def decode_attributes(attrs: dict[str, Any], data_type: Any) -> dict[str, Any]:
+    """An array's attributes with ``_FillValue`` read back from xarray's spelling."""
+    if FILL not in attrs:
+        return attrs
+    return {**attrs, FILL: decode_fill_attribute(attrs[FILL], data_type)}
 
 
 class Conventions:

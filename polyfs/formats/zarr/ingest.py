@@ -13,15 +13,17 @@ import math
 from typing import Any, Iterator
 
 from ...errors import CodecError, InvalidInput, UnsupportedType
-from ...model.types import from_numpy_any
 from ...model.schema import Dataset, Group
+from ...model.types import from_numpy_any
 from ...views import hdmf
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
-from .spec import (DEFAULT_INDEX, HINT_PER_SHARD, HINT_PREFIX, HINT_SHARDED, META, MISSING, KeyEncoding, ShardIndex,
-                   Spelling, array_to_bytes_at, bytes_codecs, fill_json, is_real_transpose, numpy_dtype, per_shard)
+from . import cf
+from .spec import (DEFAULT_INDEX, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA,
+                   KeyEncoding, ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, fill_json, is_real_transpose,
+                   is_time_type, numpy_dtype, per_shard)
 
 
 def _err(where: str, cause: object) -> InvalidInput:
@@ -88,7 +90,8 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     npdt = numpy_dtype(meta.get("data_type"), endian)
     if npdt is None:
         raise UnsupportedType(f"{where}: data_type {meta.get('data_type')!r} cannot be written through the view "
-                              f"(numeric and bool arrays can)")
+                              f"(numeric, bool, complex, numpy.datetime64/timedelta64 and "
+                              f"null_terminated_bytes arrays can)")
     chain = bytes_codecs(inner_codecs[ab + 1:], npdt.itemsize)
     if chain.reason:
         raise UnsupportedType(f"{where}: {chain.reason} is not supported")
@@ -104,9 +107,13 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     filters = tuple(chain.filters)
     per = per_shard(outer, chunks) if index is not None else (1,) * len(shape)
     hints = {HINT_PER_SHARD: list(per)} if index is not None else {HINT_SHARDED: False}
+    if is_time_type(meta.get("data_type")):  # stored as int64, shown back as declared
+        hints[HINT_DATA_TYPE] = meta["data_type"]
+    hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
     # served back as declared: the writer's open handle keeps reading with its own metadata
     hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX).hints())
     elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
+    attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
     return ArrayWrite(shape, dtype, chunks, filters, Incoming(elem, filters, chain.gzip, chain.strip_crc32c),
                       fill, attrs, per, dims, hints, (keys, index))
 
@@ -122,6 +129,12 @@ class ZarrIngester:
     def parse_metadata(self, data: bytes, where: str) -> GroupWrite | ArrayWrite:
         return parse(data, where)
 
+    def refuse_name(self, rest: list[str]) -> str | None:
+        """Zarr v2 metadata: a v2 array written here would live only in the daemon's memory."""
+        if rest[-1] in V2_METADATA:
+            return f"Zarr v2 metadata ({rest[-1]}) cannot be written: this view is Zarr v3 (write with zarr_format=3)"
+        return None
+
     def shown(self, t: Any, ds: Dataset) -> ArrayWrite:
         from .view import ZarrDomain
 
@@ -132,7 +145,13 @@ class ZarrIngester:
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
         from .view import ZarrDomain
 
-        return ZarrDomain(t.model, self.ctx).shown_attributes(obj, t.h5path, self.skip_attributes)
+        shown = ZarrDomain(t.model, self.ctx).shown_attributes(obj, t.h5path, self.skip_attributes)
+        if not isinstance(obj, Dataset):
+            return shown
+        try:  # compared with what parse_metadata reads from a rewrite: spelled the same way
+            return cf.decode_attributes(shown, hdmf.zarr_type(obj.type).data_type)
+        except UnsupportedType:
+            return shown
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
         keys, _ = decl.layout

@@ -8,6 +8,7 @@ its readers of written files can never disagree. Pure: no I/O. Errors are
 """
 from __future__ import annotations
 
+import base64
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from ...model import types as T
 from ...model import values
 
 META = "zarr.json"
+V2_METADATA = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})  # Zarr v2: not this view
 CHUNK_DIR = "c"
 
 # data_type name -> numpy code without byte order ("|" codes have none)
@@ -35,8 +37,32 @@ SPEC_BYTES_CODECS = ("gzip", "zstd", "blosc", "crc32c")
 _SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
+FIXED_BYTES = "null_terminated_bytes"  # zarr-python's numpy "S<n>": HDF5's null-padded fixed strings
+# zarr-python's numpy datetime64/timedelta64: int64 counts of ``scale_factor`` ``unit``s
+TIME_TYPES = ("numpy.datetime64", "numpy.timedelta64")
+_TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic")
+
+
+def is_time_type(data_type: Any) -> bool:
+    """A well-formed ``numpy.datetime64``/``numpy.timedelta64`` data type (stored as int64)."""
+    if not isinstance(data_type, dict) or data_type.get("name") not in TIME_TYPES:
+        return False
+    cfg = data_type.get("configuration")
+    if not isinstance(cfg, dict):
+        return False
+    scale = cfg.get("scale_factor", 1)
+    return cfg.get("unit") in _TIME_UNITS and isinstance(scale, int) and not isinstance(scale, bool) and scale > 0
+
+
 def numpy_dtype(data_type: Any, endian: str) -> np.dtype | None:
-    """The numpy dtype of a core numeric ``data_type`` under a ``bytes`` codec's endian."""
+    """The numpy dtype of a core numeric ``data_type`` under a ``bytes`` codec's endian, of
+    ``null_terminated_bytes`` (what the view shows for fixed-length strings), or int64 for
+    a time type (its stored form)."""
+    if is_time_type(data_type):
+        return np.dtype(">i8" if endian == "big" else "<i8")
+    if isinstance(data_type, dict) and data_type.get("name") == FIXED_BYTES:
+        n = (data_type.get("configuration") or {}).get("length_bytes")
+        return np.dtype(f"S{n}") if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
     if not isinstance(data_type, str) or data_type not in DTYPES:
         return None
     code = DTYPES[data_type]
@@ -128,6 +154,8 @@ HINT_CRC32C = HINT_PREFIX + "crc32c"
 HINT_SHARD_INDEX = HINT_PREFIX + "shard_index"
 HINT_PER_SHARD = HINT_PREFIX + "chunks_per_shard"  # the writer's shard shape, in inner chunks
 HINT_SHARDED = HINT_PREFIX + "sharded"  # False: the writer wrote one file per chunk
+HINT_DATA_TYPE = HINT_PREFIX + "data_type"  # a time data type declared for an int64 array (TIME_TYPES)
+HINT_SHAPE = HINT_PREFIX + "shape"  # the shape the last zarr.json written declared (cf.unlimited_shapes)
 
 
 @dataclass(frozen=True)
@@ -304,6 +332,8 @@ def fill_json(fill: Any, dtype: T.DType) -> Any:
         if isinstance(base, T.EnumType) and base.is_bool:
             return True if fill else None
         if isinstance(base, T.IntType):
+            if fill == "NaT" and base.size == 8 and base.signed:  # a time type's "not a time"
+                fill = -(1 << 63)
             v = int(fill, 16) if isinstance(fill, str) and fill.startswith("0x") else int(fill)
             bits = 8 * base.size
             lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if base.signed else (0, (1 << bits) - 1)
@@ -313,6 +343,13 @@ def fill_json(fill: Any, dtype: T.DType) -> Any:
         if isinstance(base, T.OpaqueType):
             b = bytes(int(x) for x in fill) if isinstance(fill, list) else b""
             return None if not any(b) else values.element_to_json(base, b)
+        if isinstance(base, T.StringType) and base.length is not None:
+            # fixed-length: base64 of the element's bytes (zarr-python's null_terminated_bytes)
+            raw = base64.b64decode(fill, validate=True) if isinstance(fill, str) else b""
+            if len(raw) > base.length:
+                raise ValueError(f"{len(raw)} bytes do not fit {base.length}")
+            raw = raw.rstrip(b"\0")
+            return values.element_to_json(base, raw) if raw else None
         if isinstance(base, T.StringType):
             return fill if fill else None
     except (TypeError, ValueError, OverflowError) as exc:

@@ -329,6 +329,12 @@ class ArrayPlan:
         (a numpy void scalar here, unhashable) and cannot read them sharded."""
         return isinstance(self.zt.data_type, dict) and self.zt.data_type["name"] in ("structured", "raw_bytes")
 
+    @property
+    def data_type(self) -> Any:
+        """The stored type's, or the time type a writer declared for its int64 array."""
+        declared = self.hints.get(spec.HINT_DATA_TYPE)
+        return declared if self.zt.data_type == "int64" and spec.is_time_type(declared) else self.zt.data_type
+
     def metadata(self) -> dict[str, Any]:
         recipe, codecs = self.recipe_codecs
         fill = hdmf.zarr_fill(self.zt, self.ds.type, self.ds.fill_value)
@@ -340,7 +346,7 @@ class ArrayPlan:
             outer = self.chunk_shape
         meta: dict[str, Any] = {
             "zarr_format": 3, "node_type": "array",
-            "shape": list(self.shown_shape), "data_type": self.zt.data_type,
+            "shape": list(self.shown_shape), "data_type": self.data_type,
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(outer)}},
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
             "fill_value": fill, "codecs": codecs, "attributes": self.attributes,
