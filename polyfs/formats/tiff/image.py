@@ -37,6 +37,7 @@ from ...model.schema import Dataset, Group
 from ...vfile import Literal, VFile
 from . import FORMAT
 from . import meta as tiffmeta
+from .geo import geo_tags
 from .raster import raster
 from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size, ifd_chain,
                       row_entries)
@@ -63,7 +64,7 @@ class TiffImage:
     samples: int = 1  # SamplesPerPixel
     photometric: int = PHOTOMETRIC_MINISBLACK
     extra: tuple[int, ...] = ()  # ExtraSamples
-    tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # ColorMap, YCbCrSubSampling
+    tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # ColorMap, YCbCrSubSampling, GeoTIFF
     planes: int = 1  # samples in separate planes: that many consecutive planes make one page
 
     @property
@@ -175,8 +176,8 @@ def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile
     dims = r.shape
     meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples, r.planes)
     return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), r.sample, tuple(tile),
-                     compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra, r.tags,
-                     r.planes)
+                     compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra,
+                     r.tags + geo_tags(ds), r.planes)
 
 
 def compose(image: TiffImage, tiles: TileData) -> VFile:

@@ -67,6 +67,7 @@ from ...writes.protocol import (
 from .image import written_stem
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
+from .geo import GEO_TAG_NAMES, geo_attributes, geo_tags
 from .source import SeriesLayout, TiffImporter, geometry, image_attributes
 from .written import (
     BaseSource,
@@ -224,6 +225,9 @@ class TiffIngester:
                     changed.add((n, int(t_)))
         img.check_bounds(src.size(), where)
         out = DocumentChanges()
+        tags = _geo_change(ds, key)
+        if tags is not None:
+            out.objects.append(tags)
         if not changed:
             return out
         chunks: dict[tuple[int, ...], set[tuple[int, int]]] = {}
@@ -377,11 +381,11 @@ class TiffIngester:
 
     @staticmethod
     def _attributes(ds: Dataset, tif: Any, series: Any, lay: SeriesLayout) -> dict[str, Attribute]:
-        """Resolution (when the file gives a unit) and ImageJ metadata the file carries, where they
+        """Resolution (when the file gives a unit), ImageJ metadata and GeoTIFF/GDAL tags the file carries, where they
         differ from the dataset's."""
         got = image_attributes(tif, series, lay.key, lay.axes)
         unit = got.get("resolution_unit")
-        keep = {k: v for k, v in got.items() if k.startswith("imagej_")
+        keep = {k: v for k, v in got.items() if k.startswith("imagej_") or k in GEO_TAG_NAMES
                 or (k in REPLACED_ATTRIBUTES and unit is not None and unit[2] != "none")}
         out = {}
         for k, (typ, shape, value) in keep.items():
@@ -394,6 +398,23 @@ class TiffIngester:
 
 
 # -- helpers ------------------------------------------------------------------------------
+def _geo_change(ds: Dataset, key: Any) -> ObjectChange | None:
+    """GeoTIFF/GDAL tags edited in place (``gdal_edit.py -a_srs/-a_ullr/-a_nodata/-mo``,
+    ``-unsetnodata``): the attributes whose tag now says something else, and those whose tag
+    the view's file served and the file no longer has."""
+    got = geo_attributes(key)
+    served = {name for name, _ in geo_tags(ds)}
+    change = ObjectChange(ds.id)
+    for k, (typ, shape, value) in got.items():
+        old = ds.attributes.get(k)
+        if old is not None and old.value == value and old.shape.to_json() == shape.to_json() and \
+                T.resolved(old.type).to_json() == T.resolved(typ).to_json():
+            continue
+        change.set_attributes[k] = Attribute(k, typ, shape, value, now())
+    change.remove_attributes = sorted(served - set(got))
+    return None if change.is_empty() else change
+
+
 def _dtype(page: Any, tif: Any) -> np.dtype | None:
     try:
         return np.dtype(page.dtype).newbyteorder(tif.byteorder)

@@ -41,6 +41,7 @@ from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progre
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...model.jsonattrs import json_attribute
 from ...codecs.sniff import zstd_has_content_size
+from .geo import geo_attributes
 
 log = logging.getLogger(__name__)
 
@@ -357,7 +358,8 @@ class _PageArrays:
 def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
     """The attributes an image's tags make (name -> type, shape, JSON value): ``axes``,
     ``name``, ``photometric`` (a palette's ``colormap`` too), ``resolution`` (X, Y per unit) with ``resolution_unit``, the
-    ImageJ hyperstack metadata as ``imagej_<key>``, else a foreign ImageDescription."""
+    ImageJ hyperstack metadata as ``imagej_<key>``, else a foreign ImageDescription; GeoTIFF and
+    GDAL tags under their own names (geo.py)."""
     out: dict[str, tuple[T.DType, Shape, Any]] = {}
     vl = T.StringType(None, "utf8", "nullterm")
     if axes:
@@ -403,6 +405,7 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
             out[f"imagej_{k}"] = (t, sh, val)
     elif not (tif.is_shaped or tif.is_ome) and getattr(key, "description", ""):
         out["image_description"] = (vl, Shape("scalar"), key.description)
+    out.update(geo_attributes(key))
     return out
 
 

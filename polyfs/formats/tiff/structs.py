@@ -54,7 +54,7 @@ FIELD_TYPES: dict[int, FieldType] = {t.code: t for t in (
     FieldType(17, "SLONG8", "q"),
     FieldType(18, "IFD8", "Q"),
 )}
-BYTE, ASCII, SHORT, LONG, RATIONAL, LONG8 = 1, 2, 3, 4, 5, 16
+BYTE, ASCII, SHORT, LONG, RATIONAL, DOUBLE, LONG8 = 1, 2, 3, 4, 5, 12, 16
 
 
 # -- tags polyfs writes (TIFF 6.0 baseline + tiled images, SampleFormat) ---
@@ -88,6 +88,15 @@ TAGS: dict[str, Tag] = {t.name: t for t in (
     Tag(338, "ExtraSamples", SHORT),
     Tag(339, "SampleFormat", SHORT),
     Tag(530, "YCbCrSubSampling", SHORT),
+    # GeoTIFF and GDAL's own (geo.py)
+    Tag(33550, "ModelPixelScaleTag", DOUBLE),
+    Tag(33922, "ModelTiepointTag", DOUBLE),
+    Tag(34264, "ModelTransformationTag", DOUBLE),
+    Tag(34735, "GeoKeyDirectoryTag", SHORT),
+    Tag(34736, "GeoDoubleParamsTag", DOUBLE),
+    Tag(34737, "GeoAsciiParamsTag", ASCII),
+    Tag(42112, "GDAL_METADATA", ASCII),
+    Tag(42113, "GDAL_NODATA", ASCII),
 )}
 TAG_NAMES: dict[int, str] = {t.code: t.name for t in TAGS.values()}
 
