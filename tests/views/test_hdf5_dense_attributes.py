@@ -181,3 +181,23 @@ def test_netcdf_reads_and_appends_to_a_dense_variable(tmp_path):
         d["v"].comment = "added"
     with netCDF4.Dataset(view) as d:
         assert d["v"].ncattrs() == ["units", "history", "table", "comment"]
+
+
+def test_large_attributes_past_the_heap_total_leave_out_only_those_that_do_not_fit(tmp_path, caplog):
+    """Three 6 MB attributes: two fit the 16 MiB of dense storage and are shown, the third
+    alone is left out (all three were left out)."""
+    src = tmp_path / "src.h5"
+    parts = {f"m{i}": np.full(750_000, i, dtype="f8") for i in range(3)}
+    _source(src, **parts)
+    caplog.set_level(logging.ERROR)
+    view = _view(tmp_path, src)
+    with h5py.File(view) as b:
+        attrs = b["x"].attrs
+        shown = sorted(n for n in parts if n in attrs)
+        assert len(shown) == 2, sorted(attrs)
+        for n in shown:
+            np.testing.assert_array_equal(attrs[n], parts[n])
+        np.testing.assert_array_equal(attrs["big"], BIG)
+        assert attrs["small"] == 7
+    left = [n for n in parts if f"attribute {n!r} of /x left out" in caplog.text]
+    assert left == sorted(set(parts) - set(shown))

@@ -122,6 +122,7 @@ class DocumentDiff:
         self.sink = _AttrSink(model.root)
         self.imp = HDF5Importer(Path(where), self.sink, default_options(where))  # type: ignore[arg-type]
         self.imp.file = f
+        self.imp.files_dir = None  # a file written here reaches no other files
         self.new = ObjectsWriter(catalog, model.domain)
         self.out = DocumentChanges(created=self.new)
         self.created: list[_Object] = []

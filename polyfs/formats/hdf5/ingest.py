@@ -105,7 +105,9 @@ class Hdf5Ingester:
         with self._open(src, where) as f:
             writer = DomainWriter(self.catalog, dom, overwrite=old is not None)
             try:
-                HDF5Importer(Path(where), writer, default_options(where)).run_file(f)
+                imp = HDF5Importer(Path(where), writer, default_options(where))
+                imp.files_dir = None  # a file written here has no directory of its own files
+                imp.run_file(f)
                 writer.commit()  # the new .domain.json last: the domain (or its new version) appears at once
             except H5_DAMAGE as exc:
                 writer.abort()

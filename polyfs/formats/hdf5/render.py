@@ -277,13 +277,21 @@ class DomainRenderer:
         if any(m.size > MAX_MESSAGE for m in out):
             try:
                 dense.block_size([m.size for m in out])
-            except dense.DenseTooLarge as exc:  # the header holds the others
+            except dense.DenseTooLarge:  # keep the large ones that fit beside the others, in order
+                sizes = [m.size for m in out if m.size <= MAX_MESSAGE]
+                kept = []
                 for m in out:
                     if m.size > MAX_MESSAGE:
-                        log.error("hdf5 view of %s: attribute %r of %s left out: %s bytes, over the %d an object "
-                                  "header message holds, and %s", self.model.path, m.name, path, m.size,
-                                  MAX_MESSAGE, exc)
-                out = [m for m in out if m.size <= MAX_MESSAGE]
+                        try:
+                            dense.block_size(sizes + [m.size])
+                        except dense.DenseTooLarge as exc:
+                            log.error("hdf5 view of %s: attribute %r of %s left out: %s bytes, over the %d an "
+                                      "object header message holds, and %s", self.model.path, m.name, path,
+                                      m.size, MAX_MESSAGE, exc)
+                            continue
+                        sizes.append(m.size)
+                    kept.append(m)
+                out = kept
         return out
 
     # -- what the file cannot show ---------------------------------------------------------------

@@ -267,6 +267,9 @@ class HDF5Importer:
         self.objects: dict[tuple, _Object] = {}
         self.links: list[_Link] = []
         self.file = None
+        # where a virtual dataset's other source files are looked for (None: nowhere, a file
+        # written through the view has no directory of its own)
+        self.files_dir: Path | None = self.path.resolve().parent
 
     def err(self, what: str, cause: object) -> SourceError:
         cause = " ".join(str(cause).split())
@@ -403,6 +406,8 @@ class HDF5Importer:
             shape = Shape("simple", dims, None if maxdims == dims else maxdims)
         dcpl = d.id.get_create_plist()
         layout = dcpl.get_layout()
+        if layout == getattr(h5d, "VIRTUAL", -1):
+            self._check_virtual(dcpl, where)
         filters: list[Filter] = []
         unknown: list[tuple[int, str]] = []
         for i in range(dcpl.get_nfilters()):
@@ -457,6 +462,23 @@ class HDF5Importer:
         if unknown and n:
             self._check_decodable(d, plan)
         return plan
+
+    def _check_virtual(self, dcpl, where: str) -> None:
+        """A virtual dataset is read through HDF5, which reads a mapping whose source file it
+        cannot open as fill values: every source file must be there, or its data would be
+        stored as fill values without a word."""
+        for i in range(dcpl.get_virtual_count()):
+            name = dcpl.get_virtual_filename(i)
+            if name == "." or "%" in name:  # this file; printf-style names are not checked
+                continue
+            if self.files_dir is None:
+                raise self.unsupported(where, f"a virtual dataset mapping source file {name!r}: a file written "
+                                              f"here cannot reach other files (its data would read as fill "
+                                              f"values); copy it with its sources resolved (h5repack -l CONTI)")
+            found = Path(name) if os.path.isabs(name) else self.files_dir / name
+            if not found.is_file():
+                raise self.err(where, f"virtual dataset source file {name!r} not found (looked for {found}); "
+                                      f"its data would read as fill values")
 
     def _check_decodable(self, d, plan: _DatasetPlan) -> None:
         """Read the first stored chunk through HDF5. Only for data whose bytes cannot be
