@@ -243,10 +243,11 @@ def test_only_spellings_other_than_the_views_own_are_kept():
 
         return zingest.parse(json.dumps(meta).encode(), "x").hints
 
+    # besides the spelling, every written zarr.json records the shape it declared (cf.unlimited_shapes)
     assert zhints(zarr_array_meta((8, 8), "<u2", (4, 4), shards=(8, 8), codecs=("gzip",))) == \
-        {"zarr_chunks_per_shard": [2, 2]}  # the view's own spelling: served as before
+        {"zarr_chunks_per_shard": [2, 2], "zarr_shape": [8, 8]}  # the view's own spelling: served as before
     assert zhints(zarr_array_meta((8, 8), "<u2", (4, 4), codecs=("zstd", "crc32c"))) == \
-        {"zarr_sharded": False, "zarr_crc32c": True}
+        {"zarr_sharded": False, "zarr_crc32c": True, "zarr_shape": [8, 8]}
     got = zhints(_sharded_meta([{"name": "bytes", "configuration": {"endian": "big"}}], "start"))
     assert got["zarr_shard_index"] == {"index_codecs": [{"name": "bytes", "configuration": {"endian": "big"}}],
                                        "index_location": "start"} and got["zarr_crc32c"] is True

@@ -46,7 +46,7 @@ def _array_meta(**over) -> bytes:
 def test_parse_sharded_array():
     m = zarrmeta.parse(_array_meta(), "x/zarr.json")
     assert isinstance(m, ArrayWrite)
-    assert m.chunks == (4, 3) and m.per_file == (2, 2) and m.hints == {"zarr_chunks_per_shard": [2, 2]}
+    assert m.chunks == (4, 3) and m.per_file == (2, 2) and m.hints == {"zarr_chunks_per_shard": [2, 2], "zarr_shape": [10, 6]}
     assert m.layout == (KeyEncoding("default", "/"), ShardIndex(False, True, False))
     assert [f.id for f in m.filters] == [DEFLATE] and m.incoming.gzip_member
     ing = zarrmeta.ZarrIngester(None)  # type: ignore[arg-type]
