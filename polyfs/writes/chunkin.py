@@ -14,15 +14,17 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from ..codecs.pipeline import Pipeline, adler32_of_zlib, gzip_to_zlib, strip_crc32c
 from ..codecs.registry import BLOSC, DEFLATE, SHUFFLE, ZSTD, Filter
-from ..errors import CodecError, InvalidInput, NoCodec
+from ..errors import CodecError, InvalidInput, NoCodec, UnsupportedType
 from ..codecs.sniff import zstd_has_content_size
 from ..model import values
 from ..model.schema import Dataset
+from ..model.types import StringType, resolved
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class Incoming:
     filters: tuple[Filter, ...] = ()
     gzip_member: bool = False  # the outermost filter is a gzip member (Zarr gzip, N5 gzip)
     crc32c: bool = False  # a crc32c checksum follows (Zarr crc32c codec)
+    # text a format frames its own way (Zarr vlen-utf8, fixed_length_utf32): its decoded chunk
+    # of n elements -> the stored variable-length encoding (codecs/vlen.py), CodecError if bad
+    unframe: Callable[[bytes, int], bytes] | None = None
 
     def pipeline(self) -> Pipeline:
         return Pipeline(self.filters, self.dtype.itemsize)
@@ -71,6 +76,8 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
         data = strip_crc32c(data)
     if inc.gzip_member:
         data, _ = gzip_to_zlib(data)
+    if inc.unframe is not None:
+        return _unframed(ds, stored, inc, data, dims, full)
     nbytes = math.prod(dims) * inc.dtype.itemsize
     pipe = inc.pipeline()
     if pipe.opaque:  # the dataset's own opaque filters (HDF5 view): HDF5 decodes them to validate
@@ -116,6 +123,27 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
         except (CodecError, NoCodec):
             pass
     return stored.encode(out) if not stored.is_identity else out
+
+
+def _unframed(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: tuple[int, ...],
+              full: tuple[int, ...]) -> bytes:
+    """A chunk of text in the writer's framing, stored as variable-length strings. Always
+    decoded and encoded again: the stored encoding has no framing of its own to keep."""
+    t = resolved(ds.type)
+    if not (isinstance(t, StringType) and t.is_vlen):
+        raise UnsupportedType(f"text chunks cannot be written into a dataset of {ds.type.to_json()}")
+    if dims != full:
+        raise InvalidInput(f"a chunk of text must be a whole {list(full)} chunk")
+    pipe = inc.pipeline()
+    try:
+        raw = data if pipe.is_identity else pipe.decode(data)
+    except (CodecError, NoCodec):
+        raise
+    except Exception as exc:  # noqa: BLE001 - numcodecs raises plain RuntimeError/ValueError
+        raise CodecError(f"chunk does not decode with {describe(inc)}: {exc}") from None
+    assert inc.unframe is not None
+    body = inc.unframe(bytes(raw), math.prod(full))
+    return stored.encode(body) if not stored.is_identity else body
 
 
 def describe(inc: Incoming) -> str:

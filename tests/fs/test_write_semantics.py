@@ -779,8 +779,8 @@ def test_zarr_symlink_mknod_are_eperm_and_xattrs_not_supported(zfs):
 
 
 UNWRITABLE_ARRAYS = {
-    "variable-length strings": ({"data_type": "string", "fill_value": "", "codecs": [{"name": "vlen-utf8"}]},
-                                {errno.EOPNOTSUPP}),
+    "variable-length bytes": ({"data_type": "bytes", "fill_value": "", "codecs": [{"name": "vlen-bytes"}]},
+                              {errno.EOPNOTSUPP}),
     "structured": ({"data_type": {"name": "structured", "configuration": {"fields": [["a", "int32"]]}}},
                    {errno.EOPNOTSUPP}),
     "chunk key encoding v2": ({"chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}}},
@@ -790,7 +790,7 @@ UNWRITABLE_ARRAYS = {
 
 @pytest.mark.parametrize("case", sorted(UNWRITABLE_ARRAYS))
 def test_zarr_unwritable_array_types_are_refused(zfs, caplog, case):
-    """Strings, structured types and other chunk key encodings: EOPNOTSUPP or EINVAL."""
+    """Variable-length bytes, structured types and other chunk key encodings: EOPNOTSUPP or EINVAL."""
     fs = zfs
     fs.mkdir("zarr/t.zarr/a")
     change, codes = UNWRITABLE_ARRAYS[case]
@@ -1256,8 +1256,8 @@ def test_error_einval(zfs, caplog, case):
 
 def _eopnotsupp_meta(case: str) -> dict:
     meta = zarr_array_meta((4, 4), "<i4", (2, 2))
-    if case == "strings":
-        meta.update(data_type="string", fill_value="", codecs=[{"name": "vlen-utf8"}])
+    if case == "variable-length bytes":
+        meta.update(data_type="bytes", fill_value="", codecs=[{"name": "vlen-bytes"}])
     elif case == "structured":
         meta.update(data_type={"name": "structured", "configuration": {"fields": [["a", "int32"]]}})
     elif case == "transpose":
@@ -1272,7 +1272,7 @@ def _eopnotsupp_meta(case: str) -> dict:
 
 
 
-@pytest.mark.parametrize("case", ["strings", "structured", "transpose",
+@pytest.mark.parametrize("case", ["variable-length bytes", "structured", "transpose",
                                   "unknown codec", "n5 dataType", "n5 compression"])
 def test_error_eopnotsupp(zfs, caplog, case):
     fs = zfs

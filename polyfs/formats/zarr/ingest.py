@@ -9,11 +9,15 @@ first, then one inner chunk at a time. Anything the store cannot hold is an
 """
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+import numpy as np
 
 from ...errors import CodecError, InvalidInput, UnsupportedType
 from ...model.schema import Dataset, Group
+from ...model import types as T
 from ...model.types import from_numpy_any
 from ...views import hdmf
 from ...views.base import ViewContext
@@ -23,7 +27,9 @@ from ..base import json_object
 from . import cf
 from .spec import (DEFAULT_INDEX, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA,
                    KeyEncoding, ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, fill_json, is_real_transpose,
-                   is_time_type, numpy_dtype, per_shard)
+                   VLEN_STRING, is_time_type, numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
+
+TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the view is stored
 
 
 def _err(where: str, cause: object) -> InvalidInput:
@@ -84,18 +90,11 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     if any(is_real_transpose(c, len(shape)) for c in inner_codecs[:ab]):
         raise UnsupportedType(f"{where}: array-to-array codecs (transpose) cannot be written through the view")
     head = inner_codecs[ab]
-    if head["name"] not in ("bytes", "endian"):
-        raise UnsupportedType(f"{where}: {head['name']} arrays cannot be written through the view")
-    endian = (head.get("configuration") or {}).get("endian", "little")
-    npdt = numpy_dtype(meta.get("data_type"), endian)
-    if npdt is None:
-        raise UnsupportedType(f"{where}: data_type {meta.get('data_type')!r} cannot be written through the view "
-                              f"(numeric, bool, complex, numpy.datetime64/timedelta64 and "
-                              f"null_terminated_bytes arrays can)")
+    data_type = meta.get("data_type")
+    npdt, dtype, unframe = _element(head, data_type, where)
     chain = bytes_codecs(inner_codecs[ab + 1:], npdt.itemsize)
     if chain.reason:
         raise UnsupportedType(f"{where}: {chain.reason} is not supported")
-    dtype = from_numpy_any(npdt)
     fill = fill_json(meta.get("fill_value"), dtype)
     dims = meta.get("dimension_names")
     if dims is not None and (not isinstance(dims, list) or len(dims) != len(shape)
@@ -107,15 +106,35 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     filters = tuple(chain.filters)
     per = per_shard(outer, chunks) if index is not None else (1,) * len(shape)
     hints = {HINT_PER_SHARD: list(per)} if index is not None else {HINT_SHARDED: False}
-    if is_time_type(meta.get("data_type")):  # stored as int64, shown back as declared
-        hints[HINT_DATA_TYPE] = meta["data_type"]
+    if is_time_type(data_type) or unframe is not None and data_type != VLEN_STRING:
+        hints[HINT_DATA_TYPE] = data_type  # stored as int64 (time) or text (utf32), shown back as declared
     hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
     # served back as declared: the writer's open handle keeps reading with its own metadata
     hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX).hints())
     elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
     attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
-    return ArrayWrite(shape, dtype, chunks, filters, Incoming(elem, filters, chain.gzip, chain.strip_crc32c),
-                      fill, attrs, per, dims, hints, (keys, index))
+    inc = Incoming(elem, filters, chain.gzip, chain.strip_crc32c, unframe)
+    return ArrayWrite(shape, dtype, chunks, filters, inc, fill, attrs, per, dims, hints, (keys, index))
+
+
+def _element(head: dict, data_type: Any, where: str) -> tuple[np.dtype, T.DType, Callable[[bytes, int], bytes] | None]:
+    """The numpy element a writer encodes, the stored type, and the framing of text chunks."""
+    if head["name"] == "vlen-utf8":
+        if data_type != VLEN_STRING:
+            raise UnsupportedType(f"{where}: vlen-utf8 holds data_type 'string', not {data_type!r}")
+        return np.dtype("u1"), TEXT, vlen_utf8_body
+    if head["name"] not in ("bytes", "endian"):
+        raise UnsupportedType(f"{where}: {head['name']} arrays cannot be written through the view")
+    endian = (head.get("configuration") or {}).get("endian", "little")
+    u32 = utf32_dtype(data_type, endian)
+    if u32 is not None:  # stored as variable-length UTF-8: the text HDF5 and netCDF readers expect
+        return u32, TEXT, functools.partial(utf32_body, dt=u32)
+    npdt = numpy_dtype(data_type, endian)
+    if npdt is None:
+        raise UnsupportedType(f"{where}: data_type {data_type!r} cannot be written through the view "
+                              f"(numeric, bool, complex, string, fixed_length_utf32, numpy.datetime64/"
+                              f"timedelta64 and null_terminated_bytes arrays can)")
+    return npdt, from_numpy_any(npdt), None
 
 
 class ZarrIngester:

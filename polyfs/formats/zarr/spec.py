@@ -69,6 +69,85 @@ def numpy_dtype(data_type: Any, endian: str) -> np.dtype | None:
     return np.dtype(code if code.startswith("|") else (">" if endian == "big" else "<") + code)
 
 
+# -- text: ``string`` (vlen-utf8) and ``fixed_length_utf32`` -----------------------------------
+# numcodecs' vlen-utf8 chunk: a uint32 element count, then per element a uint32 byte count and
+# its UTF-8 bytes. Past the count this is HSDS's variable-length chunk encoding itself.
+VLEN_STRING = "string"
+UTF32 = "fixed_length_utf32"  # zarr-python's numpy "<U<n>": n UTF-32 code units per element
+VLEN_COUNT = Layout.of("vlen-utf8 element count", [("count", "I")], "<")
+
+
+def vlen_count(n: int) -> bytes:
+    return VLEN_COUNT.pack(count=n)
+
+
+def vlen_utf8(items: list[bytes]) -> bytes:
+    """numcodecs' vlen-utf8 encoding of a chunk's elements."""
+    out = bytearray(vlen_count(len(items)))
+    for b in items:
+        out += VLEN_COUNT.pack(count=len(b))
+        out += b
+    return bytes(out)
+
+
+def vlen_utf8_body(raw: bytes, count: int) -> bytes:
+    """The stored (HSDS) form of a decoded vlen-utf8 chunk of ``count`` elements: its bytes
+    after the element count, once every element is proven to lie inside the chunk and to be
+    UTF-8 text (CodecError naming what is wrong)."""
+    view = memoryview(raw)
+    if len(view) < VLEN_COUNT.size:
+        raise CodecError(f"vlen-utf8 chunk of {len(view)} bytes has no element count")
+    n = VLEN_COUNT.unpack(view[:VLEN_COUNT.size])["count"]
+    if n != count:
+        raise CodecError(f"vlen-utf8 chunk holds {n} elements; a chunk of this array holds {count}")
+    pos = VLEN_COUNT.size
+    for i in range(n):
+        if pos + VLEN_COUNT.size > len(view):
+            raise CodecError(f"vlen-utf8 chunk is truncated at element {i}")
+        size = VLEN_COUNT.unpack(view[pos:pos + VLEN_COUNT.size])["count"]
+        pos += VLEN_COUNT.size
+        if pos + size > len(view):
+            raise CodecError(f"vlen-utf8 element {i} overruns its chunk")
+        try:
+            str(view[pos:pos + size], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"vlen-utf8 element {i} is not UTF-8 text ({exc.reason})") from None
+        pos += size
+    if pos != len(view):
+        raise CodecError(f"vlen-utf8 chunk has {len(view) - pos} bytes after its last element")
+    return bytes(view[VLEN_COUNT.size:])
+
+
+def utf32_dtype(data_type: Any, endian: str) -> np.dtype | None:
+    """numpy's ``<U<n>``/``>U<n>`` for a well-formed ``fixed_length_utf32`` data type."""
+    if not isinstance(data_type, dict) or data_type.get("name") != UTF32:
+        return None
+    n = (data_type.get("configuration") or {}).get("length_bytes")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0 or n % 4:
+        return None
+    return np.dtype(f"{'>' if endian == 'big' else '<'}U{n // 4}")
+
+
+def utf32_body(raw: bytes, count: int, dt: np.dtype) -> bytes:
+    """The stored (variable-length UTF-8) form of a decoded ``fixed_length_utf32`` chunk."""
+    if len(raw) != count * dt.itemsize:
+        raise CodecError(f"fixed_length_utf32 chunk decodes to {len(raw)} bytes; {count} elements "
+                         f"of {dt.itemsize} need {count * dt.itemsize}")
+    units = np.frombuffer(raw, dtype=dt.str[0] + "u4")
+    bad = (units > 0x10FFFF) | ((units >= 0xD800) & (units <= 0xDFFF))  # numpy passes them on as str
+    if bad.any():
+        raise CodecError(f"fixed_length_utf32 chunk holds U+{int(units[bad][0]):X}, which is no character")
+    items = [s.encode("utf-8") for s in np.frombuffer(raw, dtype=dt).tolist()]
+    return vlen_utf8(items)[VLEN_COUNT.size:]
+
+
+def utf32_chunk(texts: list[str], dt: np.dtype) -> tuple[bytes, int]:
+    """The ``fixed_length_utf32`` bytes of a chunk's texts, and how many were cut to fit."""
+    arr = np.array(texts, dtype=object)
+    cut = sum(1 for t in texts if len(t) > dt.itemsize // 4)
+    return np.asarray(arr.astype(dt), dtype=dt).tobytes(), cut
+
+
 # -- the shard index (sharding_indexed) ----------------------------------------------------
 MISSING = 2 ** 64 - 1  # offset and nbytes of an absent inner chunk
 INDEX_ENTRY = np.dtype([("offset", "<u8"), ("nbytes", "<u8")])

@@ -87,7 +87,7 @@ from typing import Any
 
 import numpy as np
 
-from ...binfmt import Layout
+from ...codecs import vlen
 from ...codecs.pipeline import Pipeline
 from ...codecs.registry import BZIP2, DEFLATE, ZSTD
 from ...errors import PolyfsError, UnsupportedType
@@ -106,7 +106,6 @@ from ...views.base import DirNode, FileNode, Node, ViewContext
 log = logging.getLogger(__name__)
 
 SUFFIX = FORMAT.suffix
-VLEN_COUNT = Layout.of("vlen-utf8 element count", [("count", "I")], "<")
 
 
 # -- geometry ------------------------------------------------------------------------
@@ -132,19 +131,6 @@ def shard_factors(grid: tuple[int, ...], chunks: tuple[int, ...], max_chunks: in
 
 
 # -- codecs and recipes -----------------------------------------------------------------
-def vlen_count(n: int) -> bytes:
-    return VLEN_COUNT.pack(count=n)
-
-
-def vlen_utf8(items: list[bytes]) -> bytes:
-    """numcodecs' vlen-utf8 encoding of a chunk's elements."""
-    out = bytearray(vlen_count(len(items)))
-    for b in items:
-        out += VLEN_COUNT.pack(count=len(b))
-        out += b
-    return bytes(out)
-
-
 def filter_codecs(pipe: Pipeline) -> list[dict]:
     return spec.filter_codecs(pipe.filters, pipe.itemsize)
 
@@ -172,7 +158,7 @@ def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource, paths: dict[str, str],
     if zt.kind == "reference":
         return _reference_recipe(src, paths, count), head
     if zt.kind == "vlen":
-        prefix = vlen_count(count)
+        prefix = spec.vlen_count(count)
         if pipe.is_identity:
             return cs.stored(prefix), head
         if pipe.only(DEFLATE):
@@ -211,6 +197,25 @@ def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource, paths: dict[str, str],
     return recipe, head + codecs
 
 
+def utf32_recipe(src: cs.ChunkSource, dt: np.dtype) -> cs.Recipe:
+    """Stored variable-length text served as the ``fixed_length_utf32`` its writer declared
+    (text another writer made longer is cut to fit, with a log line)."""
+    count = math.prod(src.dataset.chunks) if src.dataset.chunks else 1
+    stored = src.dataset.type
+
+    def run(raw: bytes) -> bytes:
+        texts = [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
+                 for x in vlen.decode(stored, raw, count).tolist()]
+        out, cut = spec.utf32_chunk(texts, dt)
+        if cut:
+            log.warning("zarr: %d strings of %s are longer than its fixed_length_utf32 of %d characters; "
+                        "served cut", cut, src.dataset.id, dt.itemsize // 4)
+        return out
+
+    t = cs.Transcoding(("zarr-utf32", dt.str), cs.identity, run, count * dt.itemsize)
+    return cs.transcoded(t, "variable-length text as fixed_length_utf32")
+
+
 def space_to_null(length: int):
     """Chunk bytes of space-padded strings with their padding as NULs (what HDF5 gives
     a reader of a null-padded string: the same text)."""
@@ -229,7 +234,7 @@ def _reference_recipe(src: cs.ChunkSource, paths: dict[str, str], count: int) ->
         for r in refs:
             ref = hdmf.ref_json(values.ref_from_json(bytes(r)), paths)
             items.append(b"" if ref is None else json.dumps(ref).encode("utf-8"))
-        return vlen_utf8(items)
+        return spec.vlen_utf8(items)
 
     # the output depends on where the targets are: the paths are part of the cache key
     t = cs.Transcoding(("zarr-refs-json", hash(frozenset(paths.items()))), cs.identity, refs_to_json, None)
@@ -282,7 +287,10 @@ class ArrayPlan:
 
     @cached_property
     def recipe_codecs(self) -> tuple[cs.Recipe, list[dict]]:
-        recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
+        if self.utf32 is not None:
+            recipe, codecs = utf32_recipe(self.src, self.utf32), [{"name": "bytes", "configuration": {"endian": "little"}}]
+        else:
+            recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
         if self.spelling.crc32c:  # the writer's crc32c: a computed trailer after each served chunk
             return recipe.checksummed(), codecs + [dict(spec.CRC32C_CODEC)]
         return recipe, codecs
@@ -331,9 +339,19 @@ class ArrayPlan:
 
     @property
     def data_type(self) -> Any:
-        """The stored type's, or the time type a writer declared for its int64 array."""
+        """The stored type's, or the time type a writer declared for its int64 array, or the
+        ``fixed_length_utf32`` it declared for text (stored as variable-length strings)."""
         declared = self.hints.get(spec.HINT_DATA_TYPE)
-        return declared if self.zt.data_type == "int64" and spec.is_time_type(declared) else self.zt.data_type
+        if self.zt.data_type == "int64" and spec.is_time_type(declared) or self.utf32 is not None:
+            return declared
+        return self.zt.data_type
+
+    @cached_property
+    def utf32(self) -> np.dtype | None:
+        """The ``<U<n>`` a writer declared for this text array (served as such), else None."""
+        if self.zt.kind != "vlen":
+            return None
+        return spec.utf32_dtype(self.hints.get(spec.HINT_DATA_TYPE), "little")
 
     def metadata(self) -> dict[str, Any]:
         recipe, codecs = self.recipe_codecs
