@@ -149,13 +149,18 @@ def test_listing_sizes_and_zero_copy_ranges(mounted, store_dir):
                 checked += 1
     assert checked == len(index)
     ndir = n5_root(mounted) / "deep" / case.name
+    inner = 0
     for lin in index.linear:
         coords = index.coords_of(int(lin))
         block = ndir.joinpath(*(str(c) for c in reversed(coords)))
         header = 4 + 4 * len(coords)
+        if any((c + 1) * b > s for c, b, s in zip(coords, case.chunks, case.shape)):
+            continue  # an edge block, served cropped (tests/views/test_n5_view.py)
         stored = store.get(index.key(int(lin)))
         assert os.stat(block).st_size == header + len(stored)
         assert block.read_bytes()[header:] == stored
+        inner += 1
+    assert inner
     # absent chunks are absent files
     for coords in case.skip:
         assert not ndir.joinpath(*(str(c) for c in reversed(coords))).exists()

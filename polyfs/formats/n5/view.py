@@ -10,8 +10,11 @@ per-axis form N5 readers interpret, which tensorstore enforces, or a writer
 of this view put them in ``attributes.json`` in their form: that is read back
 as written, kept in the dataset's view hints as ``spec.HINT_AXIS_ATTRS``). Blocks are files at the reversed chunk-grid position
 (``<ds>/k/j/i``): the default-mode header (mode 0, ndim, the FULL block
-dims, big-endian; edge blocks are padded as stored) and the payload. No
-transpose is ever needed: N5's block payload is the C-order chunk.
+dims, big-endian) and the payload. No transpose is ever needed: N5's block
+payload is the C-order chunk. A block crossing the dataset's edge is served
+cropped to it, as n5-java and z5py write them (transcoded: decoded, cropped,
+encoded again with the dataset's N5 compression): z5py's read-modify-write of
+part of an edge block assumes that size, and scrambles a padded one.
 
 Types: u/int 8-64 and float32/64; bool as ``uint8`` (the stored bytes are
 0/1); HDF5 array types add (reversed, leading) dimensions; a scalar is a
@@ -46,15 +49,17 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import logging
 import math
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from ...codecs import uncompressed as plain
 from ...model import values
 from ...model.editor import is_implicit
 from ...model.schema import Dataset, Group
@@ -110,6 +115,37 @@ def encode_block(compression: dict, raw: bytes, dtype: np.dtype) -> bytes:
                                 shuffle=int(compression["shuffle"]), blocksize=int(compression.get("blocksize", 0)))
         return bytes(codec.encode(np.frombuffer(raw, dtype=dtype)))
     raise ValueError(f"no encoder for N5 compression {kind!r}")
+
+
+def plain_block(compression: dict, itemsize: int) -> Callable[[bytes], bytes] | None:
+    """How a payload the view makes is served under the dataset's N5 compression without
+    compressing it (codecs/uncompressed.py: a copy whose size follows from the payload's;
+    :func:`plain_size`). None for bzip2, which has no such mode."""
+    kind = compression["type"]
+    if kind == "raw":
+        return lambda raw: raw
+    if kind == "gzip":
+        return plain.zlib_stored if compression.get("useZlib") else plain.gzip_stored
+    if kind == "zstd":
+        return plain.zstd_raw
+    if kind == "blosc":
+        cname, shuffle = compression["cname"], int(compression["shuffle"])
+        return lambda raw: plain.blosc_memcpy(raw, itemsize, cname, shuffle)
+    return None
+
+
+def plain_size(compression: dict, n: int) -> int | None:
+    """The size of :func:`plain_block`'s stream for an ``n``-byte payload (None for bzip2)."""
+    kind = compression["type"]
+    if kind == "raw":
+        return n
+    if kind == "gzip":
+        return plain.zlib_stored_size(n) if compression.get("useZlib") else plain.gzip_stored_size(n)
+    if kind == "zstd":
+        return plain.zstd_raw_size(n)
+    if kind == "blosc":
+        return plain.blosc_memcpy_size(n)
+    return None
 
 
 @dataclass
@@ -178,26 +214,63 @@ class DatasetPlan:
     def header(self) -> bytes:
         return block_header(tuple(reversed(self.block)))
 
+    @property
+    def target(self) -> np.dtype:
+        """The served element type: big-endian, as N5 stores numbers."""
+        return self.dtype.newbyteorder(">") if self.dtype.itemsize > 1 else self.dtype
+
     @cached_property
     def fill_block(self) -> bytes | None:
         """Header + encoded fill payload, or None when the fill is zero bytes (absent = 0)."""
+        return self.fill_block_of(self.block)
+
+    def fill_block_of(self, dims: tuple[int, ...]) -> bytes | None:
+        """A block of ``dims`` (C order) of the fill value, or None when it is zero bytes."""
         fill = values.fill_array(self.ds.type, self.ds.fill_value, ())
         one = np.asarray(fill).tobytes()
         if not any(one):
             return None
         _, comp = self.recipe_compression
-        target = self.dtype.newbyteorder(">") if self.dtype.itemsize > 1 else self.dtype
-        elem = np.frombuffer(one, dtype=self.dtype).astype(target)
-        raw = np.tile(elem, math.prod(self.block) // max(elem.size, 1)).tobytes()
-        return self.header + encode_block(comp, raw, target)
+        elem = np.frombuffer(one, dtype=self.dtype).astype(self.target)
+        raw = np.tile(elem, math.prod(dims) // max(elem.size, 1)).tobytes()
+        return block_header(tuple(reversed(dims))) + encode_block(comp, raw, self.target)
+
+    def edge_dims(self, coords: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The extent of the block at grid ``coords`` (C order) when it crosses the dataset's
+        edge, else None. Such blocks are served cropped, as N5 writers (n5-java, z5py) store
+        them: z5py's read-modify-write of part of a block assumes that size."""
+        dims = tuple(min(b, s - c * b) for c, b, s in zip(coords, self.block, self.shape))
+        return dims if dims != self.block else None
+
+    def edge_recipe(self, dims: tuple[int, ...]) -> cs.Recipe:
+        """An edge block: the stored chunk decoded, cropped to ``dims``, and served under the
+        dataset's N5 compression in its uncompressed mode (:func:`plain_block`), so its size
+        is known without reading it (bzip2, which has none, is compressed again)."""
+        _, comp = self.recipe_compression
+        block, src, target = self.block, self.dtype, self.target
+        crop = tuple(slice(0, d) for d in dims)
+
+        def cropped(raw: bytes) -> bytes:
+            return np.ascontiguousarray(np.frombuffer(raw, dtype=src).reshape(block)[crop], dtype=target).tobytes()
+
+        encode = plain_block(comp, target.itemsize) or (lambda raw: encode_block(comp, raw, target))
+        t = cs.Transcoding(("n5-edge", dims, json.dumps(comp, sort_keys=True)), encode, cropped,
+                           plain_size(comp, math.prod(dims) * target.itemsize))
+        return cs.transcoded(t, "edge block cropped")
 
     def block_vfile(self, linear: int) -> VFile:
         recipe, _ = self.recipe_compression
+        coords = tuple(int(c) for c in np.unravel_index(linear, self.grid))
+        dims = self.edge_dims(coords)
         if self.src.index.size_of(linear) < 0:
-            assert self.fill_block is not None
-            return VFile([Literal(self.fill_block)])
-        items = cs.build_items(self.src, recipe, np.asarray([linear], dtype=np.int64))
-        return VFile([Literal(self.header)] + items.segments)
+            fill = self.fill_block if dims is None else self.fill_block_of(dims)
+            assert fill is not None
+            return VFile([Literal(fill)])
+        if dims is None:
+            items = cs.build_items(self.src, recipe, np.asarray([linear], dtype=np.int64))
+            return VFile([Literal(self.header)] + items.segments)
+        items = cs.build_items(self.src, self.edge_recipe(dims), np.asarray([linear], dtype=np.int64))
+        return VFile([Literal(block_header(tuple(reversed(dims))))] + items.segments)
 
     def file_entries(self) -> dict[str, Node]:
         grid = self.grid  # the stored grid plus 1s for array-type dims: same linear indexes
@@ -218,15 +291,31 @@ class DatasetPlan:
         served = recipe.item_lengths(np.maximum(stored, 0))
         sizes = None if served is None else np.where(
             stored >= 0, served + len(self.header), len(self.fill_block or b""))
+        edge = np.any((coords[order] + 1) * np.asarray(self.block) > np.asarray(self.shape), axis=1)
+        if sizes is not None and edge.any():
+            sizes = sizes.astype(np.float64)  # NaN: an edge block whose size only encoding tells
+            for row in np.flatnonzero(edge):
+                sizes[row] = self._edge_size(tuple(int(c) for c in coords[order][row]), int(stored[row]))
 
         def make_file(name: str, row: int) -> FileNode:
             lin = int(lin_sorted[row])
-            hint = None if sizes is None else (lambda: int(sizes[row]))
+            known = sizes is not None and not np.isnan(sizes[row])
+            hint = (lambda: int(sizes[row])) if known else None  # type: ignore[index]
             return FileNode(name, lambda: self.block_vfile(lin), mtime, size_hint=hint, cheap_hint=True,
-                            cheap_build=sizes is not None)
+                            cheap_build=known)
 
         first = cs.coord_tree("", rev, np.arange(len(rev)), 0, make_file, mtime)
         return first.entries()
+
+
+    def _edge_size(self, coords: tuple[int, ...], stored: int) -> float:
+        """The served size of the edge block at ``coords`` when known without encoding, else NaN."""
+        dims = self.edge_dims(coords)
+        assert dims is not None
+        if stored < 0:
+            return float(len(self.fill_block_of(dims) or b""))
+        length = self.edge_recipe(dims).transcoding.length  # type: ignore[union-attr]
+        return float("nan") if length is None else float(length + len(block_header(tuple(reversed(dims)))))
 
 
 class N5Domain(hdmf.Hierarchy):
