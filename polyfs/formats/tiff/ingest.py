@@ -143,6 +143,7 @@ class TiffIngester:
                 if appended:  # pages appended after those its description lists: a longer stack
                     tif.close()
                     tif = open_tiff(src, generic=True)
+                _say_levels_dropped(tif, where)
                 if existing is None:
                     return self._new(t, parent, name, tif, src, where)
                 if getattr(src, "based", False):
@@ -507,3 +508,21 @@ def _each(fn: Callable[[Any], Any], items: Any) -> list[Any]:
 
 def make_ingester(ctx: ViewContext) -> TiffIngester:
     return TiffIngester(ctx)
+
+
+def _say_levels_dropped(tif: Any, where: str) -> None:
+    """One log line when the file holds reduced-resolution levels (``gdaladdo`` overviews
+    appended after the pages its description lists, OME/tifffile pyramids): the view's file
+    is one dataset, its full-resolution image."""
+    series = [s for s in tif.series if s is not None and len(s.pages)]
+    levels = max((len(getattr(s, "levels", None) or [s]) for s in series), default=1) - 1
+    appended = 0
+    for i in range(sum(len(s.pages) for s in series), len(tif.pages)):
+        p = tif.pages[i]
+        p = p.aspage() if p is not None else None
+        if p is not None and int(getattr(p, "subfiletype", 0)) & 1:
+            appended += 1
+    dropped = max(levels, appended)
+    if dropped:
+        log.warning("%s: %d reduced-resolution level(s) (overviews, pyramid levels) are not kept; the "
+                    "full-resolution image is", where, dropped)
