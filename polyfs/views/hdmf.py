@@ -268,6 +268,9 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
                     name = scale_name(target, paths[target_id])
                     break
         names.append(name)
+    xr_names = array_dimensions(ds, rank)  # an axis no scale names (detached): xarray's name, if any
+    if xr_names is not None:
+        names = [n if n is not None else (x or None) for n, x in zip(names, xr_names)]
     return names if any(n is not None for n in names) else None
 
 

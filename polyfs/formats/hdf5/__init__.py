@@ -3,7 +3,8 @@
 Modules: structs.py (binary layouts as data), layout.py (address planning),
 dtypes.py (datatype messages, disk bytes), messages.py (object header
 messages), btree.py (chunk and group B-trees), vlheap.py (global heaps),
-render.py (a domain's file), single.py (one dataset for polyglot files),
+render.py (a domain's file), scales.py (dimension scales shown
+for xarray's ``_ARRAY_DIMENSIONS``), single.py (one dataset for polyglot files),
 view.py (the view), source.py (the importer), filters.py (libhdf5 runs
 filters outside the translation table on single chunks).
 """

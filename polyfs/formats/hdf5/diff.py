@@ -16,7 +16,10 @@ creation order (then it is the old one changed in place, and refused). Then:
   as HDF5 wrote them; contiguous and compact datasets become chunked);
 - model objects the file no longer reaches are removed;
 - every group's link table (hard, soft, external) is taken from the file;
-- attributes are set, changed and removed as written;
+- attributes are set, changed and removed as written; the dimension scales the view
+  shows for ``_ARRAY_DIMENSIONS`` (scales.py: attributes and dimension-only datasets)
+  are not stored while the file keeps them as shown, and all stored as the file has
+  them (new datasets, attributes) once a writer changes them;
 - existing datasets may grow or shrink within their maximum shape; a chunk still
   at its planned byte range and never touched is unchanged and never read; a
   chunk HDF5 wrote anew with the dataset's own filters is stored as written
@@ -53,6 +56,7 @@ from ...vfile import ChunkRun
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, DomainRenderer, HDF5File, dimension_scale_class, external_file
+from .scales import SCALE_ATTRS, same_as_shown
 from .source import HDF5Importer, _Object, model_type
 
 log = logging.getLogger(__name__)
@@ -106,6 +110,28 @@ class _AttrSink:
         self.attrs.setdefault(obj.id, {})[name] = Attribute(name, dtype, shape, value, stamp())
 
 
+class _Only:
+    """An h5py object whose ``attrs`` lists only some names (the importer reads those)."""
+
+    def __init__(self, h5obj: Any, names: set[str]) -> None:
+        self.attrs = _OnlyAttrs(h5obj.attrs, names)
+
+
+class _OnlyAttrs:
+    def __init__(self, attrs: Any, names: set[str]) -> None:
+        self._attrs = attrs
+        self._names = names
+
+    def __iter__(self):
+        return (n for n in self._attrs if n in self._names)
+
+    def get_id(self, name: str) -> Any:
+        return self._attrs.get_id(name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._attrs[name]
+
+
 class DocumentDiff:
     """One flushed file against the model: structure, attributes, shapes, chunks."""
 
@@ -128,6 +154,8 @@ class DocumentDiff:
         self.created: list[_Object] = []
         self._new: set[int] = set()  # id() of the file's objects the model lacks
         self._sizes: dict[str, int] | None = None
+        self.scales_written = False  # the writer changed the dimension scales the view showed (scales.py)
+        self._shown_only: dict[int, _Object] = {}  # id() of the file's dimension-only datasets the view made
 
     def is_new(self, obj: _Object) -> bool:
         return id(obj) in self._new
@@ -151,12 +179,19 @@ class DocumentDiff:
         except PolyfsError as exc:
             raise InvalidInput(f"{self.where}: {exc}") from None
         self._match_objects()
+        self.scales_written = self._scales_changed()
+        if self.scales_written:  # the view's dimension-only datasets are the file's: new objects
+            for obj in self._shown_only.values():
+                obj.model = None
+                self.created.append(obj)
+                self._new.add(id(obj))
+            self._shown_only.clear()
         self._create_objects()
         self._links()
         for obj in self.imp.objects.values():
             self._attributes(obj)
         for obj in self.imp.objects.values():
-            if self.is_new(obj):
+            if self.is_new(obj) or id(obj) in self._shown_only:
                 continue
             if obj.kind == "dataset":
                 self._dataset(obj)
@@ -170,12 +205,18 @@ class DocumentDiff:
         if self.trusted:
             planned = {self.hf.plan.address(("oh", oid)): oid for oid in self.planner.in_file}  # HDF5: from the base
         seen: set[str] = set()
+        synth = self.planner.synthesized()
+        shown_paths = synth.paths()
         for key, obj in self.imp.objects.items():
             m: Any = None
+            oid = planned.get(key[1]) if self.trusted else shown_paths.get(obj.path)
+            if oid in synth.dim_only and self._is_dim_only(obj, synth.dim_only[oid][2]):
+                obj.model = synth.dim_only[oid][2]  # shown by the view, not stored
+                self._shown_only[id(obj)] = obj
+                continue
             if obj.path == "/":
                 m = self.model.root
             elif self.trusted:
-                oid = planned.get(key[1])
                 m = self.model.get(oid) if oid is not None else None
                 if m is not None and self._replaced(key, obj, m, planned):
                     m = None  # a new object HDF5 put where a deleted one was: the old one goes
@@ -311,6 +352,8 @@ class DocumentDiff:
                 hidden = self.planner.links_shown.get(g.id, set())
                 table = {n: lk for n, lk in g.links.items() if n not in hidden}
             for name, lk in written.get(key, {}).items():
+                if lk.kind == "hard" and id(self.imp.objects[lk.target]) in self._shown_only:
+                    continue  # the view's link to a dimension-only dataset (not stored)
                 old = None if new else g.links.get(name)
                 table[name] = old if old is not None and self._same_link(lk, old) else self._link(lk)
             if new:
@@ -336,6 +379,8 @@ class DocumentDiff:
 
     # -- attributes -----------------------------------------------------------------------
     def _attributes(self, obj: _Object) -> None:
+        if id(obj) in self._shown_only:
+            return  # a dimension-only dataset the view made, as it made it (_scales_changed)
         h5obj = self.f if obj.path == "/" else self.f[obj.path]
         try:
             self.imp._copy_attrs(h5obj, obj.model, obj.path)
@@ -347,14 +392,72 @@ class DocumentDiff:
             return
         shown = self.planner.shown.get(obj.model.id, set())
         have = obj.model.attributes
+        extra = self.planner.synthesized().extra.get(obj.model.id, {})  # shown, not stored (scales.py)
         change = ObjectChange(obj.model.id)
         for name, attr in got.items():
+            if name in extra and name not in have and not self.scales_written:
+                continue  # as the view showed it (_scales_changed)
             old = have.get(name)
             if old is None or not _same_attribute(name, old, attr):
                 change.set_attributes[name] = attr
-        change.remove_attributes = sorted(n for n in shown if n not in got)
+        change.remove_attributes = sorted(n for n in shown if n not in got and n in have)
         if not change.is_empty():
             self._object_change(change)
+
+    # -- dimension scales the view showed (scales.py) ----------------------------------------
+    def _is_dim_only(self, obj: _Object, ds: Dataset) -> bool:
+        """Whether the file's object is the dimension-only dataset the view made (HDF5 may have
+        put a new object at its address after deleting it)."""
+        if obj.kind != "dataset":
+            return False
+        d = self.f[obj.path]
+        return tuple(d.shape) == tuple(ds.shape.dims) and d.dtype == np.dtype(">f4")
+
+    def _scales_changed(self) -> bool:
+        """Whether the writer changed the dimension scales the view showed for
+        ``_ARRAY_DIMENSIONS``: detached or attached one, made a scale, wrote to, added an
+        attribute to, linked or deleted a dimension-only dataset, or added an object with
+        scale attributes (netCDF-C adding a variable). Then the file's scales are stored, as a
+        file copied in would be (the view never mixes stored and shown scales); else none."""
+        synth = self.planner.synthesized()
+        if not synth:
+            return False
+        for obj in self.created:  # first: references to new objects cannot be compared
+            if set(self.f[obj.path].attrs) & set(SCALE_ATTRS):
+                return True
+        found: set[str] = set()
+        removed = set(self.out.removed)  # deleted by the writer: left in the scales it used
+        for obj in self.imp.objects.values():
+            if self.is_new(obj):
+                continue
+            h5obj = self.f if obj.path == "/" else self.f[obj.path]
+            names = set(h5obj.attrs)
+            oid = obj.model.id
+            extra = synth.extra.get(oid, {})
+            have = obj.model.attributes
+            if {n for n in names if n in SCALE_ATTRS and n not in have} != set(extra):
+                return True
+            if id(obj) in self._shown_only:
+                found.add(oid)
+                if names != set(extra) or h5obj.id.get_storage_size() > 0:
+                    return True
+            if extra:
+                try:
+                    self.imp._copy_attrs(_Only(h5obj, set(extra)), obj.model, obj.path)
+                except PolyfsError as exc:
+                    raise UnsupportedType(f"{self.where}: {exc}") from None
+                got = self.sink.attrs.get(oid, {})
+                for n, a in extra.items():
+                    if n not in got:
+                        return True
+                    same = same_as_shown(a, got[n], removed)
+                    if not (_same_attribute(n, a, got[n]) if same is None else same):
+                        return True
+        if found != set(synth.dim_only):
+            return True  # one was deleted
+        links = sorted((self.imp.objects[lk.parent].path, lk.name) for lk in self.imp.links
+                       if lk.kind == "hard" and id(self.imp.objects[lk.target]) in self._shown_only)
+        return links != sorted((g, n) for g, n, _ in synth.dim_only.values())
 
     def _object_change(self, change: ObjectChange) -> None:
         for c in self.out.objects:

@@ -42,6 +42,9 @@ left out with one log line naming it, with the links to it (``left_out``);
 the rest of the file is unaffected. One convention is translated: HSDS writes a dimension
 scale's ``CLASS`` attribute null-padded, H5DS (netCDF) wants it
 null-terminated (same bytes), so the view declares it null-terminated.
+A domain without dimension scales whose datasets name their dimensions in xarray's
+``_ARRAY_DIMENSIONS`` (written through ``zarr/``) shows the scales netCDF-4 would
+have (scales.py): shown, never stored.
 """
 from __future__ import annotations
 
@@ -69,6 +72,7 @@ from . import messages as M
 from .btree import ChunkBTree, Symbol, group_blocks
 from .dtypes import DiskEncoder, disk_fill, disk_itemsize, fixed, has_padding, same_bytes, to_disk
 from .layout import Block, Blob, FilePlan, blob_block
+from .scales import Synthesized, synthesize
 from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
 from .vlheap import GlobalHeap, vlen_chunks
 
@@ -137,6 +141,14 @@ class DomainRenderer:
         self.datasets: dict[str, DatasetPlan] = {}
         self.messages: dict[str, list[M.Message]] = {}  # dataset id -> its messages (attributes apart)
         self.left_out: dict[str, str] = {}  # object id -> why the file does not show it
+        self._synth: Synthesized | None = None
+
+    def synthesized(self) -> Synthesized:
+        """Dimension scales shown for ``_ARRAY_DIMENSIONS`` (scales.py), with their dimension-only
+        datasets; none in polyglot files (one dataset, chunks placed by the caller)."""
+        if self._synth is None:
+            self._synth = Synthesized() if self.placed else synthesize(self.model)
+        return self._synth
 
     def ref_key(self, obj_id: str | None):
         return ("oh", obj_id) if obj_id and obj_id in self.in_file else None
@@ -151,6 +163,9 @@ class DomainRenderer:
         for obj in sorted(rest, key=lambda o: o.id):  # unlinked objects (anonymous types, referenced datasets)
             self.objects.append((f"<{obj.id}>", obj))
             self.in_file.add(obj.id)
+        for path, oid in self.synthesized().paths().items():  # shown only (scales.py)
+            self.objects.append((path, self.synthesized().dim_only[oid][2]))
+            self.in_file.add(oid)
 
     def _refcounts(self) -> dict[str, int]:
         counts = {oid: 0 for oid in self.in_file}
@@ -159,6 +174,8 @@ class DomainRenderer:
                 for link in obj.links.values():
                     if link.kind == "hard" and link.id in counts:
                         counts[link.id] += 1
+        for oid in self.synthesized().dim_only:
+            counts[oid] = 1
         root = self.model.domain.root
         counts[root] = max(1, counts.get(root, 0))
         return counts
@@ -209,8 +226,10 @@ class DomainRenderer:
     def _shown_links(self, g: Group, path: str) -> list[Link]:
         """The links of ``g`` the file can show (in name order); the others are logged."""
         links = []
-        for n in sorted(g.links):
-            link = g.links[n]
+        shown = dict(g.links)
+        shown.update({lk.name: lk for lk in self.synthesized().links(path) if lk.id in self.in_file})
+        for n in sorted(shown):
+            link = shown[n]
             if link.kind == "hard" and link.id in self.left_out:
                 continue  # its object is left out (logged once, with the reason)
             if link.kind == "hard" and self.ref_key(link.id) is None:
@@ -257,7 +276,7 @@ class DomainRenderer:
     # -- attributes -------------------------------------------------------------------------
     def _attributes(self, obj: Any, path: str) -> list[M.Message]:
         out = []
-        for name, attr in obj.attributes.items():
+        for name, attr in self.synthesized().shown(obj.id, obj.attributes, self.in_file).items():
             try:
                 t = attr.type
                 if isinstance(t, T.Committed) and t.id not in self.in_file:
@@ -343,6 +362,12 @@ class DomainRenderer:
                 self.messages[ds.id] = self._dataset_messages(self.datasets[ds.id], path)
             return None
         catalog = self.ctx.catalog
+        shown_only = self.synthesized().dim_only
+        for path, ds in order:
+            if ds.id in shown_only:  # a dimension-only dataset: no data, nothing stored
+                self.datasets[ds.id] = DatasetPlan(ds, "contiguous")
+                self.messages[ds.id] = self._dataset_messages(self.datasets[ds.id], path)
+        order = [(path, ds) for path, ds in order if ds.id not in shown_only]
         # one bulk listing for every dataset's chunks, then the pipelines (a 16-byte sniff each)
         catalog.prefetch_chunk_indexes([ds for _, ds in order if ds.shape.kind in ("simple", "scalar")])
         if len(order) > 1 and _remote(catalog.store):  # sniffs are round trips: overlap them

@@ -1,0 +1,243 @@
+"""Dimension scales the HDF5 view shows for xarray's ``_ARRAY_DIMENSIONS``.
+
+Data written through ``zarr/`` by xarray (``dimension_names``, stored as each
+dataset's ``_ARRAY_DIMENSIONS`` attribute) has named dimensions but no HDF5
+dimension scales, so netCDF readers of ``hdf5/`` would see ``phony_dim_N``. For a
+domain holding no dimension scale of its own (no dataset with ``CLASS``,
+``DIMENSION_LIST`` or ``REFERENCE_LIST``: real scales are never mixed with these),
+the view shows the attributes netCDF-4 (through libhdf5's H5DS) writes, in the
+form ``polyfs import`` stores a netCDF-4 file's scales:
+
+- a 1-D dataset of a group whose link name is a dimension name used in that group,
+  whose length is that dimension's extent (every array of the group agrees on it) and
+  whose own ``_ARRAY_DIMENSIONS`` (if any) is that name, is the dimension's scale:
+  ``CLASS="DIMENSION_SCALE"``, ``NAME=<name>`` and, if anything is attached to it,
+  ``REFERENCE_LIST`` ({dataset: object reference, dimension: uint32} per attachment);
+- a dimension without such a dataset (no link of its name in the group) gets netCDF's
+  dimension-only dataset: a link of its name to a 1-D big-endian float32 dataset of
+  its length with no data, ``CLASS``, ``NAME="This is a netCDF dimension but not a
+  netCDF variable.%10d"`` and ``REFERENCE_LIST`` (what netCDF-C writes; netCDF readers
+  show the dimension and no variable). It exists only in this view (``dim_only``);
+- a dataset each of whose dimensions has a scale gets ``DIMENSION_LIST`` (one sequence
+  of one reference per dimension). A dataset with an unnamed dimension or one whose
+  name has conflicting lengths gets none, and is attached to no scale: netCDF-C,
+  netCDF4-python and h5netcdf all refuse a variable whose DIMENSION_LIST names some
+  axes and not others ("mixing of labeled and unlabeled dimensions"), while one without
+  it reads with phony dimensions (netCDF-C reuses a dimension of the same length);
+- ``_ARRAY_DIMENSIONS`` is hidden where these attributes say the same (datasets with a
+  DIMENSION_LIST, scales), as a netCDF-4 file has no such attribute; it stays stored.
+
+Nothing here is stored: the view shows it (render.py), and the ingester compares
+a written file with it (diff.py), so a writer that leaves it alone stores nothing,
+and one that changes it (or adds a variable with dimensions) stores the file's scales
+as real attributes and dimension-only datasets, as a file copied in would be.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ...model import ids
+from ...model import types as T
+from ...model.schema import Attribute, Dataset, Group, Link, Shape
+from ...model.tree import DomainModel
+from ...views.hdmf import NETCDF_DIM_ONLY, array_dimensions, text_attr
+
+SCALE_ATTRS = ("CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST")
+ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
+_REF = {"class": "H5T_REFERENCE", "base": "H5T_STD_REF_OBJ", "length": 48}
+
+
+@dataclass
+class Synthesized:
+    """What the view adds to (``extra``) and hides from (``hidden``) each object's attributes."""
+
+    extra: dict[str, dict[str, Attribute]] = field(default_factory=dict)
+    hidden: dict[str, set[str]] = field(default_factory=dict)
+    dim_only: dict[str, tuple[str, str, Dataset]] = field(default_factory=dict)  # id -> (group path, name, ds)
+
+    def shown(self, obj_id: str, attributes: dict[str, Attribute],
+              in_file: set[str] | None = None) -> dict[str, Attribute]:
+        """An object's attributes as the view shows them (stored ones first, in their order);
+        references to datasets the file leaves out (``in_file``) are dropped."""
+        hide = self.hidden.get(obj_id, set())
+        out = {n: a for n, a in attributes.items() if n not in hide}
+        for name, attr in self.extra.get(obj_id, {}).items():
+            if in_file is not None:
+                attr = _pruned(attr, in_file)
+            if attr is not None:
+                out[name] = attr
+        return out
+
+    def links(self, group_path: str) -> list[Link]:
+        """The links of one group to its dimension-only datasets (made last)."""
+        return [Link(name, "hard", id=oid, created=float("inf"))
+                for oid, (gpath, name, _) in self.dim_only.items() if gpath == group_path]
+
+    def paths(self) -> dict[str, str]:
+        """Path in the file -> id of each dimension-only dataset."""
+        return {(gpath.rstrip("/") + "/" + name): oid for oid, (gpath, name, _) in self.dim_only.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self.extra)
+
+
+def has_real_scales(datasets: Iterable[Dataset]) -> bool:
+    """Whether any dataset carries dimension scale attributes of its own."""
+    for ds in datasets:
+        if "DIMENSION_LIST" in ds.attributes or "REFERENCE_LIST" in ds.attributes:
+            return True
+        if text_attr(ds, "CLASS") == "DIMENSION_SCALE":
+            return True
+    return False
+
+
+def _rank(ds: Dataset) -> int:
+    return ds.shape.rank if ds.shape.kind == "simple" else 0
+
+
+def _ref(obj_id: str) -> str:
+    return f"datasets/{obj_id}"
+
+
+def _text(name: str, value: str) -> Attribute:
+    """A scalar null-terminated string, as H5DS writes CLASS and NAME."""
+    raw = value.encode("utf-8")
+    cset = "H5T_CSET_ASCII" if raw.isascii() else "H5T_CSET_UTF8"
+    return Attribute.from_json(name, {"type": {"class": "H5T_STRING", "charSet": cset, "strPad": "H5T_STR_NULLTERM",
+                                               "length": len(raw) + 1},
+                                      "shape": {"class": "H5S_SCALAR"}, "value": value})
+
+
+def dimension_list(scale_ids: list[str]) -> Attribute:
+    """netCDF's DIMENSION_LIST: one sequence of one scale reference per dimension."""
+    return Attribute.from_json("DIMENSION_LIST", {
+        "type": {"class": "H5T_VLEN", "base": dict(_REF), "size": "H5T_VARIABLE"},
+        "shape": {"class": "H5S_SIMPLE", "dims": [len(scale_ids)]},
+        "value": [[_ref(i)] for i in scale_ids]})
+
+
+def reference_list(attached: list[tuple[str, int]]) -> Attribute:
+    """H5DS's REFERENCE_LIST: (dataset, dimension) per attachment, as netCDF-C's libhdf5 lays it out."""
+    return Attribute.from_json("REFERENCE_LIST", {
+        "type": {"class": "H5T_COMPOUND",
+                 "fields": [{"name": "dataset", "type": dict(_REF)},
+                            {"name": "dimension", "type": {"class": "H5T_INTEGER", "base": "H5T_STD_U32LE"}}],
+                 "polyfs": {"offsets": [0, 8], "size": 16}},
+        "shape": {"class": "H5S_SIMPLE", "dims": [len(attached)]},
+        "value": [[_ref(i), axis] for i, axis in attached]})
+
+
+def _pruned(attr: Attribute, in_file: set[str]) -> Attribute | None:
+    """A shown REFERENCE_LIST without the datasets the file leaves out; a DIMENSION_LIST
+    naming one is not shown at all (None)."""
+    if attr.name == "REFERENCE_LIST":
+        keep = [(v[0][len("datasets/"):], v[1]) for v in attr.value if v[0][len("datasets/"):] in in_file]
+        return attr if len(keep) == len(attr.value) else (reference_list(keep) if keep else None)
+    if attr.name == "DIMENSION_LIST" and any(row[0][len("datasets/"):] not in in_file for row in attr.value):
+        return None
+    return attr
+
+
+def same_as_shown(shown: Attribute, got: Attribute, removed: set[str]) -> bool | None:
+    """A REFERENCE_LIST read back against the one shown, when the writer deleted datasets:
+    HDF5 leaves their entries in it (null or dangling references), which the view would
+    no longer show either. None: not that case (compare as usual)."""
+    if shown.name != "REFERENCE_LIST" or not removed or got.type.to_json() != shown.type.to_json():
+        return None
+    try:
+        want = [[r, int(i)] for r, i in shown.value if r[len("datasets/"):] not in removed]
+        have = [[r, int(i)] for r, i in got.value if r]
+    except (TypeError, ValueError):
+        return None
+    return want == have
+
+
+def dim_only_id(group_id: str, name: str) -> str:
+    """A stable id for a group's dimension-only dataset (in the domain's id space, never stored)."""
+    first, _ = ids.halves(group_id)
+    h = hashlib.sha256(f"{group_id}/{name}".encode("utf-8", "surrogateescape")).hexdigest()
+    return f"d-{first}-{h[:4]}-{h[4:10]}-{h[10:16]}"
+
+
+def dim_only_dataset(group: Group, name: str, length: int, root: str) -> Dataset:
+    """netCDF-C's dataset for a dimension without a variable: big-endian float32, no data."""
+    return Dataset(dim_only_id(group.id, name), root, T.FloatType(4, ">"), Shape("simple", (length,)), (length,),
+                   layout_class="H5D_CONTIGUOUS")
+
+
+def synthesize(model: DomainModel, in_file: set[str] | None = None) -> Synthesized:
+    """The scale attributes the HDF5 view shows for ``model`` (datasets outside ``in_file``,
+    left out of the file, take no part)."""
+    out = Synthesized()
+    if has_real_scales(model.datasets.values()):
+        return out
+    members: dict[str, list[tuple[str, Dataset, list[str | None]]]] = {}  # group path -> (name, ds, dims)
+    groups: dict[str, Group] = {}
+    for entry in model.walk():
+        ds = entry.obj
+        if isinstance(ds, Group):
+            groups[entry.path] = ds
+        if not isinstance(ds, Dataset) or entry.parent is None or not isinstance(entry.parent.obj, Group):
+            continue
+        if in_file is not None and ds.id not in in_file:
+            continue
+        rank = _rank(ds)
+        dims = array_dimensions(ds, rank) if rank else None
+        members.setdefault(entry.parent.path, []).append(
+            (entry.path.rsplit("/", 1)[1], ds, [d or None for d in dims] if dims else []))
+    for gpath, items in members.items():
+        _group(gpath, groups[gpath], model.domain.root, items, out)
+    return out
+
+
+def _group(gpath: str, group: Group, root: str, items: list[tuple[str, Dataset, list[str | None]]],
+           out: Synthesized) -> None:
+    """One group's scales and attachments."""
+    extents: dict[str, set[int]] = {}
+    for _, ds, dims in items:
+        for name, n in zip(dims, ds.shape.dims if dims else ()):
+            if name is not None:
+                extents.setdefault(name, set()).add(int(n))
+    scales: dict[str, Dataset] = {}
+    for link, ds, dims in items:
+        sizes = extents.get(link)
+        if sizes is None or len(sizes) != 1 or _rank(ds) != 1 or int(ds.shape.dims[0]) not in sizes:
+            continue  # not a dimension name here, lengths disagree, or not this dimension's length
+        if dims and dims != [link]:
+            continue  # a 1-D array along another dimension
+        if any(a in ds.attributes for a in ("NAME", "CLASS")):
+            continue  # an attribute of its own would be overwritten
+        scales[link] = ds
+    dim_only: set[str] = set()
+    for name, sizes in sorted(extents.items()):
+        if name in scales or len(sizes) != 1 or name in group.links or "/" in name or name in (".", ".."):
+            continue
+        ds = dim_only_dataset(group, name, next(iter(sizes)), root)
+        out.dim_only[ds.id] = (gpath, name, ds)
+        scales[name] = ds
+        dim_only.add(name)
+    attached: dict[str, list[tuple[str, int]]] = {name: [] for name in scales}
+    for link, ds, dims in items:
+        if not dims or (scales.get(link) is ds):
+            continue
+        if not all(name is not None and name in scales for name in dims):
+            continue  # some axis has no scale: no DIMENSION_LIST at all (see the module docstring)
+        out.extra.setdefault(ds.id, {})["DIMENSION_LIST"] = dimension_list([scales[n].id for n in dims])
+        out.hidden.setdefault(ds.id, set()).add(ARRAY_DIMENSIONS)
+        for axis, name in enumerate(dims):
+            attached[name].append((ds.id, axis))  # type: ignore[index]
+    for name, ds in scales.items():
+        extra = out.extra.setdefault(ds.id, {})
+        extra["CLASS"] = _text("CLASS", "DIMENSION_SCALE")
+        extra["NAME"] = _text("NAME", f"{NETCDF_DIM_ONLY}.{int(ds.shape.dims[0]):10d}" if name in dim_only
+                              else name)
+        if attached[name]:
+            extra["REFERENCE_LIST"] = reference_list(attached[name])
+        if ARRAY_DIMENSIONS in ds.attributes:
+            out.hidden.setdefault(ds.id, set()).add(ARRAY_DIMENSIONS)
+
+
+__all__ = ["SCALE_ATTRS", "Synthesized", "synthesize", "has_real_scales", "dimension_list", "reference_list",
+           "dim_only_dataset", "dim_only_id", "same_as_shown"]
