@@ -267,11 +267,14 @@ class DomainEditor:
             resized = _resized(old, obj, tuple(int(d) for d in change.resize))
             changed |= resized
             outside = self._chunks_outside(old, obj) if resized else []
-        if change.view_hints is not None and obj.creation_properties.get("polyfs") != change.view_hints:
+        if change.view_hints is not None and isinstance(obj, Dataset) and \
+                obj.creation_properties.get("polyfs") != change.view_hints:
             obj.creation_properties["polyfs"] = dict(change.view_hints)
             changed = True
         if change.implicit is not None:
             changed |= _set_implicit(obj, change.implicit)
+        if change.view_hints is not None and isinstance(obj, Group):
+            changed |= _set_group_hints(obj, change.view_hints)
         if change.links is not None:
             if not isinstance(obj, Group):
                 raise InvalidInput(f"{model.path}: {change.obj_id} is not a group")
@@ -425,16 +428,41 @@ def _resized(old: Dataset, ds: Dataset, dims: tuple[int, ...]) -> bool:
 def _set_implicit(obj: Obj, implicit: bool) -> bool:
     if not isinstance(obj, Group):
         raise InvalidInput(f"{obj.id} is not a group")
-    if implicit:
-        if obj.extra.get("polyfs") == {"implicit": True}:
-            return False
-        obj.extra["polyfs"] = {"implicit": True}
-        return True
     flag = obj.extra.get("polyfs")
-    if not (isinstance(flag, dict) and flag.get("implicit")):  # attributes set or not
+    flag = dict(flag) if isinstance(flag, dict) else {}
+    if implicit:
+        if flag.get("implicit") is True:
+            return False
+        obj.extra["polyfs"] = {**flag, "implicit": True}
+        return True
+    if not flag.get("implicit"):  # attributes set or not
         return False
-    obj.extra.pop("polyfs", None)
+    flag.pop("implicit")
+    _put_group_flags(obj, flag)
     return True
+
+
+def group_hints(g: Group) -> dict[str, Any]:
+    """How views present a group (e.g. Zarr consolidated metadata a writer asked for); kept
+    in the group's ``polyfs`` record beside the ``implicit`` flag (HSDS ignores the key)."""
+    flag = g.extra.get("polyfs")
+    return {k: v for k, v in flag.items() if k != "implicit"} if isinstance(flag, dict) else {}
+
+
+def _set_group_hints(g: Group, hints: dict) -> bool:
+    if group_hints(g) == hints:
+        return False
+    flag = g.extra.get("polyfs")
+    implicit = {"implicit": True} if isinstance(flag, dict) and flag.get("implicit") else {}
+    _put_group_flags(g, {**implicit, **hints})
+    return True
+
+
+def _put_group_flags(g: Group, flag: dict) -> None:
+    if flag:
+        g.extra["polyfs"] = flag
+    else:
+        g.extra.pop("polyfs", None)
 
 
 def is_implicit(g: Group) -> bool:

@@ -69,9 +69,11 @@ class SourceReader(io.RawIOBase):
 
 @dataclass
 class GroupWrite:
-    """A group's metadata as written: its user attributes (JSON)."""
+    """A group's metadata as written: its user attributes (JSON), and how the view is to
+    present the group (view hints under the ingester's ``hint_prefix``)."""
 
     attributes: dict[str, Any]
+    hints: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

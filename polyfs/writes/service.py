@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import AlreadyExists, InvalidInput, NotEmpty, NotFound, NotPermitted, PolyfsError
 from ..model.jsonattrs import json_attribute_record
 from ..model.changes import ObjectChange
-from ..model.editor import DomainEditor, is_implicit
+from ..model.editor import DomainEditor, group_hints, is_implicit
 from ..model.schema import Attribute, Dataset, Group, now
 from ..model.tree import DomainModel
 from ..views import hdmf
@@ -374,6 +374,10 @@ class WriteService:
                 raise InvalidInput(f"{where}: attributes of dataset {t.h5path} must keep its array metadata")
             change = self._attr_change(obj, meta.attributes, ing.shown_attributes(t, obj))
             change.implicit = False
+            old = group_hints(obj)
+            hints = {**{k: v for k, v in old.items() if not k.startswith(ing.hint_prefix)}, **meta.hints}
+            if hints != old:  # this view's hints as now declared; other views' are kept
+                change.view_hints = hints
             self.editor.apply(t.domain, change)
             return
         if isinstance(obj, Group):

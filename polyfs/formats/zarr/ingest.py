@@ -25,7 +25,7 @@ from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
-from .spec import (DEFAULT_INDEX, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA,
+from .spec import (DEFAULT_INDEX, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA,
                    KeyEncoding, ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, fill_json, is_real_transpose,
                    VLEN_STRING, is_time_type, numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
 
@@ -50,7 +50,10 @@ def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
         raise _err(where, "attributes is not a JSON object")
     kind = meta.get("node_type")
     if kind == "group":
-        return GroupWrite(attrs)
+        cons = meta.get("consolidated_metadata")
+        if cons is not None and not (isinstance(cons, dict) and isinstance(cons.get("metadata"), dict)):
+            raise _err(where, "consolidated_metadata is neither null nor an object with metadata")
+        return GroupWrite(attrs, {HINT_CONSOLIDATED: True} if cons is not None else {})
     if kind != "array":
         raise _err(where, f"node_type {kind!r} is neither group nor array")
     try:

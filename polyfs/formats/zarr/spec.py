@@ -235,6 +235,15 @@ HINT_PER_SHARD = HINT_PREFIX + "chunks_per_shard"  # the writer's shard shape, i
 HINT_SHARDED = HINT_PREFIX + "sharded"  # False: the writer wrote one file per chunk
 HINT_DATA_TYPE = HINT_PREFIX + "data_type"  # a time data type declared for an int64 array (TIME_TYPES)
 HINT_SHAPE = HINT_PREFIX + "shape"  # the shape the last zarr.json written declared (cf.unlimited_shapes)
+# groups: the writer consolidated the metadata below it (zarr.consolidate_metadata, xarray's
+# default); the view then serves it, built from the hierarchy as it is at each read
+HINT_CONSOLIDATED = HINT_PREFIX + "consolidated"
+
+
+def consolidated(metadata: dict[str, dict]) -> dict[str, Any]:
+    """A group's ``consolidated_metadata``: every node below it by relative path (zarr-python's
+    inline form; a group in it carries an empty one of its own)."""
+    return {"kind": "inline", "must_understand": False, "metadata": metadata}
 
 
 @dataclass(frozen=True)

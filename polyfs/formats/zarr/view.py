@@ -92,7 +92,7 @@ from ...codecs.pipeline import Pipeline
 from ...codecs.registry import BZIP2, DEFLATE, ZSTD
 from ...errors import PolyfsError, UnsupportedType
 from ...model import values
-from ...model.editor import is_implicit
+from ...model.editor import group_hints, is_implicit
 from ...model.schema import Dataset, Group
 from ...model.tree import DomainModel
 from ...model.types import resolved
@@ -197,11 +197,23 @@ def choose_recipe(zt: hdmf.ZarrType, src: cs.ChunkSource, paths: dict[str, str],
     return recipe, head + codecs
 
 
-def utf32_recipe(src: cs.ChunkSource, dt: np.dtype) -> cs.Recipe:
-    """Stored variable-length text served as the ``fixed_length_utf32`` its writer declared
-    (text another writer made longer is cut to fit, with a log line)."""
+def utf32_recipe(src: cs.ChunkSource, dt: np.dtype) -> tuple[cs.Recipe, list[dict]]:
+    """Stored variable-length text served as the ``fixed_length_utf32`` its writer declared,
+    compressed with the stored codecs where Zarr v3 has them (so the view shows the chain
+    the writer declared, which its later opens encode with; text another writer made longer
+    than the declared length is cut to fit, with a log line)."""
     count = math.prod(src.dataset.chunks) if src.dataset.chunks else 1
-    stored = src.dataset.type
+    stored, pipe = src.dataset.type, src.pipeline
+    head = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    codecs = filter_codecs(pipe)
+    encode: Any = cs.identity
+    if pipe.only(DEFLATE):
+        level = pipe.filters[0].level
+        encode = lambda raw: gzip.compress(raw, 6 if level is None else level, mtime=0)  # noqa: E731
+        head = head + codecs
+    elif not pipe.is_identity and DEFLATE not in pipe.ids and not pipe.opaque and not spec.non_spec(codecs):
+        encode = pipe.encode
+        head = head + codecs
 
     def run(raw: bytes) -> bytes:
         texts = [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
@@ -212,8 +224,9 @@ def utf32_recipe(src: cs.ChunkSource, dt: np.dtype) -> cs.Recipe:
                         "served cut", cut, src.dataset.id, dt.itemsize // 4)
         return out
 
-    t = cs.Transcoding(("zarr-utf32", dt.str), cs.identity, run, count * dt.itemsize)
-    return cs.transcoded(t, "variable-length text as fixed_length_utf32")
+    length = count * dt.itemsize if encode is cs.identity else None
+    t = cs.Transcoding(("zarr-utf32", dt.str), encode, run, length)
+    return cs.transcoded(t, "variable-length text as fixed_length_utf32"), head
 
 
 def space_to_null(length: int):
@@ -288,7 +301,7 @@ class ArrayPlan:
     @cached_property
     def recipe_codecs(self) -> tuple[cs.Recipe, list[dict]]:
         if self.utf32 is not None:
-            recipe, codecs = utf32_recipe(self.src, self.utf32), [{"name": "bytes", "configuration": {"endian": "little"}}]
+            recipe, codecs = utf32_recipe(self.src, self.utf32)
         else:
             recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
         if self.spelling.crc32c:  # the writer's crc32c: a computed trailer after each served chunk
@@ -467,7 +480,35 @@ class ZarrDomain(hdmf.Hierarchy):
     def group_metadata(self, group: Group, path: str) -> dict[str, Any] | None:
         if is_implicit(group):
             return None
-        return {"zarr_format": 3, "node_type": "group", "attributes": self.group_attributes(group, path)}
+        meta: dict[str, Any] = {"zarr_format": 3, "node_type": "group",
+                                "attributes": self.group_attributes(group, path)}
+        if group_hints(group).get(spec.HINT_CONSOLIDATED):
+            meta["consolidated_metadata"] = spec.consolidated(self._below(path))
+        return meta
+
+    def _below(self, path: str) -> dict[str, dict]:
+        """The metadata of every node the view shows below the group at ``path``, by relative
+        path (what ``zarr.consolidate_metadata`` would gather from this hierarchy now)."""
+        out: dict[str, dict] = {}
+        todo = [(path, "")]
+        while todo:
+            gpath, rel = todo.pop()
+            for name, entry in self.children.get(gpath, []):
+                if name == META:
+                    continue
+                key = f"{rel}{name}"
+                if isinstance(entry.obj, Group):
+                    if is_implicit(entry.obj):
+                        continue  # no zarr.json: not a node, nor anything below it
+                    out[key] = {"zarr_format": 3, "node_type": "group",
+                                "attributes": self.group_attributes(entry.obj, entry.path),
+                                "consolidated_metadata": spec.consolidated({})}
+                    todo.append((entry.path, key + "/"))
+                elif isinstance(entry.obj, Dataset):
+                    plan = self.plan(entry.obj, entry.path)
+                    if plan is not None:
+                        out[key] = plan.metadata()
+        return dict(sorted(out.items()))
 
     def group_attributes(self, group: Group, path: str, skip: tuple[str, ...] = hdmf.RESERVED) -> dict[str, Any]:
         return self.cf.group(super().group_attributes(group, path, skip))
