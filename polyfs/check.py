@@ -5,17 +5,21 @@ The chunk objects and JSON are the truth; polyfs's own data under
 rebuildable from them, and an import that crashed before its ``.domain.json`` was
 written leaves an unreachable ``db/<uuid1>/`` prefix behind. ``check`` finds both;
 ``--repair`` rebuilds the derived data and deletes unreachable prefixes (never
-anything a domain refers to). Derived data is judged as its users judge it: a
+anything a domain refers to, nor a prefix still being written: a running import's
+objects are unreachable until it commits). Derived data is judged as its users judge it: a
 persisted index is a fault only if the loader would use it and it is wrong.
 """
 from __future__ import annotations
 
+import math
+import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 
 from .codecs.pipeline import adler32_of_zlib
 from .codecs.registry import DEFLATE
-from .errors import PolyfsError, one_line
+from .errors import CodecError, PolyfsError, ReadOnly, one_line
 from .model import keys
 from .model.catalog import Catalog
 from .store import open_store
@@ -45,9 +49,12 @@ def _deflate_only(pipeline) -> bool:
 
 def check_store(url: str, domain: str | None = None, deep: bool = False, repair: bool = False) -> Report:
     store = open_store(url, read_only=not repair)
+    refusal = store.write_refusal() if repair else None
+    if refusal:  # else every rebuild fails with a warning and is still reported as repaired
+        raise ReadOnly(f"cannot --repair store {store.url}: {refusal}")
     catalog = Catalog(store)
     report = Report()
-    domains = [keys.normalize_domain(domain)] if domain else catalog.list_domains()
+    domains = _domains_to_check(catalog, domain) if domain else catalog.list_domains()
     for path in domains:
         try:
             model = catalog.load(path)
@@ -64,6 +71,16 @@ def check_store(url: str, domain: str | None = None, deep: bool = False, repair:
             _check_orphans(catalog, {keys.domain_db_prefix(r) for r in roots}, repair, report)
         _check_leftovers(store, repair, report)
     return report
+
+
+def _domains_to_check(catalog: Catalog, domain: str) -> list[str]:
+    """``domain``, or the domains inside it when it is a folder (a missing one is reported)."""
+    from .inspect import domains_under
+
+    path = keys.normalize_domain(domain)
+    if catalog.store.exists(keys.domain_key(path)):
+        return [path]
+    return domains_under(catalog, path) or [path]
 
 
 LEFTOVER_AGE = 600.0  # a write stages and renames within seconds: older temporaries are a killed writer's
@@ -125,11 +142,11 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
     why = pipeline.undecodable if deep and len(idx) else None
     if why is not None:  # carried as stored; only a reader with the plugin can decode them
         report.notes.append(f"{where}: chunks not decoded ({why})")
-    elif deep and not ds.type.is_vlen:
+    elif deep:
         for linear in idx.linear:
             key = idx.key(int(linear))
             try:
-                pipeline.decode(catalog.store.get(key), ds.chunk_nbytes)
+                _decode_chunk(pipeline, ds, catalog.store.get(key))
             except PolyfsError as exc:
                 report.problems.append(f"{where}: chunk {key}: {one_line(exc)}")
     if not _deflate_only(pipeline):
@@ -166,16 +183,61 @@ def _check_dataset(catalog: Catalog, path: str, ds, deep: bool, repair: bool, re
             report.problems.append(f"{where}: CRC32 table lists deleted chunks (run --repair)")
 
 
+def _decode_chunk(pipeline, ds, data: bytes) -> None:
+    """Decode one stored chunk as a reader would; a CodecError if it does not.
+    Variable-length chunks (strings, sequences) are decoded element by element too: their
+    decoded size is not fixed, so only parsing them shows a corrupt or truncated chunk."""
+    if not ds.type.is_vlen:
+        pipeline.decode(data, ds.chunk_nbytes)
+        return
+    from .codecs import vlen
+
+    count = math.prod(ds.chunks) if ds.chunks else 1
+    try:
+        vlen.decode(ds.type, pipeline.decode(data), count)
+    except PolyfsError:
+        raise
+    except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:  # a corrupt length or body
+        raise CodecError(f"variable-length chunk does not parse ({type(exc).__name__}: {exc})") from None
+
+
+ORPHAN_SETTLE = 2.0  # seconds an unreachable prefix must stay unchanged before --repair deletes it
+
+
 def _check_orphans(catalog: Catalog, live: set[str], repair: bool, report: Report) -> None:
     store = catalog.store
     derived = [keys.DERIVED + kind + "/" for kind in keys.DERIVED_KINDS]
+    orphans: dict[str, list[str]] = {}  # uuid1 -> its unreachable prefixes (db/ and derived)
     for sub, base in [(keys.DB, keys.DB)] + [(d, d) for d in derived]:
         for prefix in store.list_dir(sub).prefixes:
             uuid1 = prefix[len(base):]
-            if keys.DB + uuid1 in live:
-                continue
-            if repair:
-                n = store.delete_prefix(prefix)
-                report.repaired.append(f"deleted {n} objects under {prefix} (no domain refers to them)")
-            else:
+            if keys.DB + uuid1 not in live:
+                orphans.setdefault(uuid1, []).append(prefix)
+    if not repair:
+        for prefixes in orphans.values():
+            for prefix in prefixes:
                 report.problems.append(f"{prefix}: objects no domain refers to (a crashed import?); run --repair")
+        return
+    if not orphans:
+        return
+    # A running import (or a new domain being written into a mount) is unreachable too until
+    # it commits: deleting its objects would make it commit a domain without chunks. What is
+    # still being written is left alone (the import also checks its chunks before committing).
+    before = {u: [_snapshot(store, p) for p in ps] for u, ps in orphans.items()}
+    time.sleep(ORPHAN_SETTLE)
+    roots = _all_roots(catalog, Report())  # an import may have committed meanwhile
+    committed = None if roots is None else {keys.domain_db_prefix(r) for r in roots}
+    for uuid1, prefixes in orphans.items():
+        busy = [_snapshot(store, p) for p in prefixes] != before[uuid1]
+        if busy or committed is None or keys.DB + uuid1 in committed:
+            for prefix in prefixes:
+                report.notes.append(f"{prefix}: objects no domain refers to yet, still being written (an import "
+                                    "in progress?); left alone")
+            continue
+        for prefix in prefixes:
+            n = store.delete_prefix(prefix)
+            report.repaired.append(f"deleted {n} objects under {prefix} (no domain refers to them)")
+
+
+def _snapshot(store, prefix: str) -> frozenset:
+    return frozenset((o.key, o.size, o.mtime) for o in store.list(prefix))

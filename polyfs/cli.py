@@ -1,5 +1,6 @@
 """Command line: argparse only. Subcommands map to functions elsewhere; every
 failure becomes one line on stderr and a non-zero exit code."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,12 +13,18 @@ from .errors import PolyfsError, one_line
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
+DESCRIPTION = ("polyfs keeps HDF5 domains in one chunk store and mounts them as N5, Zarr v3, HDF5 and "
+               "TIFF at once. Import files into a store, inspect and check it, mount it.")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+STORE_HELP = "store URL: a directory, file://... or s3://bucket/prefix"
+DOMAIN_HELP = "domain path in the store, e.g. /data/brain.h5 (see 'polyfs info STORE')"
+
 
 def _add_import(sub) -> None:
     p = sub.add_parser("import", help="bring an HDF5, TIFF, Zarr v3 or N5 source into the store as one domain")
     p.add_argument("source", help="HDF5 file, TIFF file, Zarr v3 hierarchy or N5 container")
-    p.add_argument("store", help="store URL: a directory, file://..., s3://bucket/prefix")
-    p.add_argument("--domain", help="domain path (default /<source stem>.h5)")
+    p.add_argument("store", help=STORE_HELP + " (a new directory is created)")
+    p.add_argument("--domain", help="domain path, folders included, e.g. /data/run1.h5 (default /<source stem>.h5)")
     p.add_argument("--codec", default="deflate",
                    help="encoding for data that has to be (re)chunked: deflate (default), zstd, blosc, "
                         "bzip2, none, or a netCDF filter spec such as '32015,3'")
@@ -31,16 +38,16 @@ def _add_import(sub) -> None:
 
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="list domains, or the tree of one domain")
-    p.add_argument("store")
-    p.add_argument("domain", nargs="?")
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument("domain", nargs="?", help=DOMAIN_HELP + "; without it, every domain is listed")
     p.set_defaults(func=cmd_info)
 
 
 def _add_create(sub) -> None:
     p = sub.add_parser("create", help="make an empty domain")
-    p.add_argument("store")
-    p.add_argument("domain")
-    p.add_argument("--owner", default="admin")
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument("domain", help=DOMAIN_HELP)
+    p.add_argument("--owner", default="admin", help="domain owner (default admin)")
     p.set_defaults(func=cmd_create)
 
 
@@ -53,7 +60,8 @@ def _add_mount(sub) -> None:
     p.add_argument("-o", dest="options", action="append", default=[],
                    help="comma-separated options: FUSE options (allow_other, ...) and polyfs options "
                         "(shard_max_chunks=N, unsharded, tiff_level=N, cache_mb=N, read_ahead_kb=N)")
-    p.add_argument("--log-level", default=None, help="debug, info, warning (default), error")
+    p.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
+                   help="debug, info, warning (default), error, critical")
     p.add_argument("--log-file", default=None, help="log to this file (daemon default: syslog-less stderr file)")
     p.add_argument("--config", default=None, help="config file (TOML); flags override it")
     p.set_defaults(func=cmd_mount)
@@ -61,21 +69,21 @@ def _add_mount(sub) -> None:
 
 def _add_umount(sub) -> None:
     p = sub.add_parser("umount", help="unmount (lazily if the daemon is gone)")
-    p.add_argument("mountpoint")
+    p.add_argument("mountpoint", help="the directory a store is mounted on")
     p.set_defaults(func=cmd_umount)
 
 
 def _add_check(sub) -> None:
     p = sub.add_parser("check", help="verify a store; --repair rebuilds derived data and removes unreachable objects")
-    p.add_argument("store")
-    p.add_argument("domain", nargs="?")
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument("domain", nargs="?", help=DOMAIN_HELP + "; without it, the whole store")
     p.add_argument("--deep", action="store_true", help="also decode every chunk")
     p.add_argument("--repair", action="store_true", help="rebuild CRC32 tables, delete unreachable db/ prefixes")
     p.set_defaults(func=cmd_check)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="polyfs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="polyfs", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_import, _add_info, _add_create, _add_mount, _add_umount, _add_check):
         add(sub)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .codecs.pipeline import Pipeline
 from .codecs.registry import BLOSC, BZIP2, DEFLATE, ZSTD
-from .errors import PolyfsError
+from .errors import NotFound, PolyfsError
 from .formats import formats
 from .model import keys
 from .model import types as T
@@ -28,9 +28,16 @@ from .store import open_store
 
 
 def create_domain(store_url: str, domain: str, owner: str = "admin") -> str:
-    """An empty domain (a root group only); AlreadyExists if the path is taken."""
+    """An empty domain (a root group only); AlreadyExists if the path is taken, or if the
+    domain would hide another in the mount's views (see ``importers.view_conflict``)."""
+    from .importers import check_owner, check_store_path, refuse_view_conflict
+
+    check_owner(owner)
+    check_store_path(str(store_url))
     store = open_store(str(store_url), create=True)
-    writer = DomainWriter(Catalog(store), domain, owner=owner)
+    catalog = Catalog(store)
+    refuse_view_conflict(catalog, keys.normalize_domain(domain))
+    writer = DomainWriter(catalog, domain, owner=owner)
     writer.commit()
     return writer.path
 
@@ -43,8 +50,20 @@ def info_text(store_url: str, domain: str | None = None) -> str:
         if not domains:
             return f"no domains in {store.url}\n"
         return "".join(d + "\n" for d in domains)
-    model = catalog.load(keys.normalize_domain(domain))
+    path = keys.normalize_domain(domain)
+    try:
+        model = catalog.load(path)
+    except NotFound:
+        inside = domains_under(catalog, path)
+        if not inside:
+            raise
+        return "".join(d + "\n" for d in inside)  # a folder: its domains, as without a domain
     return "\n".join(_domain_lines(catalog, model)) + "\n"
+
+
+def domains_under(catalog: Catalog, folder: str) -> list[str]:
+    """The domains inside folder ``folder`` (a normalized path), at any depth."""
+    return [d for d in catalog.list_domains() if d.startswith(folder.rstrip("/") + "/")]
 
 
 # -- text -----------------------------------------------------------------------------

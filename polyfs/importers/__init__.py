@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..errors import NotFound, SourceError
+from ..errors import AlreadyExists, InvalidInput, NotFound, SourceError, StoreError
 from ..formats import by_name, formats
 from ..model import keys
 from ..model.catalog import Catalog
@@ -40,15 +40,92 @@ def detect_kind(source: Path) -> str:
     if source.is_dir():
         raise SourceError(source, "a directory that is neither a Zarr v3 hierarchy (zarr.json) "
                                   "nor an N5 container (attributes.json)")
+    if _head(source, 4)[:3] == b"CDF":
+        raise SourceError(source, "a netCDF-3 (classic) file, which is not HDF5: convert it to netCDF-4 first "
+                                  "(nccopy -k nc4 in.nc out.nc) and import that")
     raise SourceError(source, "not an HDF5 or TIFF file (unrecognised signature)")
 
 
+def _head(source: Path, n: int) -> bytes:
+    try:
+        with open(source, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def check_store_path(store_url: str) -> None:
+    """A local store path naming an existing file (not a directory) is refused by name;
+    creating the store there would fail with the bare \"File exists\" of mkdir."""
+    text = str(store_url)
+    if "://" in text and not text.startswith("file://"):
+        return
+    local = Path(text[len("file://"):] if text.startswith("file://") else text)
+    if local.exists() and not local.is_dir():
+        raise InvalidInput(f"store {text}: exists and is not a directory (a store is a directory, "
+                           f"file://... or s3://...)")
+
+
+def check_owner(owner: str) -> None:
+    """An owner name the domain's ACL can hold: not empty, no control characters (an empty
+    one made a domain no user owns, shown by ``polyfs info`` as a blank)."""
+    if not isinstance(owner, str) or not owner.strip() or any(ord(c) < 32 or ord(c) == 127 for c in owner):
+        raise InvalidInput(f"--owner {owner!r}: expected a user name")
+
+
+def view_conflict(catalog: Catalog, path: str) -> str | None:
+    """Why domain ``path`` would collide with another domain in a view, else None.
+
+    Every view names a domain by its path (``/a/b.h5`` is ``zarr/a/b.zarr``, ``tiff/a/b``):
+    a domain at the place of another's directory (``/a`` next to ``/a/b.h5``), below another
+    domain (``/a/b.h5/c.h5``), or with the same view name (``/a`` and ``/a.h5`` are both
+    ``tiff/a``) would hide one of them in the mount, so it is refused before anything is
+    written."""
+    from ..views.root import domain_leaf_paths
+
+    mine = domain_leaf_paths(path)
+    # a listing only; the few paths that collide are read to see whether they are domains
+    # (with a root group: what the views show) or HSDS folders
+    for other in catalog.list_domains(include_folders=True):
+        if other == path:
+            continue
+        why = None
+        for a, b in zip(mine, domain_leaf_paths(other)):
+            if a == b:
+                why = f"domain {path} and existing domain {other} would both be {a} in the mount"
+            elif b.startswith(a + "/"):
+                why = f"domain {path} would be {a} in the mount, where existing domain {other} has its folder"
+            elif a.startswith(b + "/"):
+                why = f"domain {path} would lie inside existing domain {other} ({b}) in the mount"
+            if why:
+                break
+        if why and _has_root(catalog, other):
+            return why
+    return None
+
+
+def _has_root(catalog: Catalog, path: str) -> bool:
+    try:
+        body = catalog.get_json(keys.domain_key(path))
+    except (NotFound, InvalidInput):  # gone meanwhile, or unreadable: the views do not show it
+        return False
+    return isinstance(body, dict) and bool(body.get("root"))
+
+
+def refuse_view_conflict(catalog: Catalog, path: str) -> None:
+    why = view_conflict(catalog, path)
+    if why:
+        raise AlreadyExists(why + "; choose another --domain")
+
+
 def default_domain(source: Path) -> str:
-    """``/<source name without its format suffix>.h5``."""
+    """``/<source name without its format suffix>.h5`` (``x.ome.tif``, ``x.ome.zarr``: ``/x.h5``)."""
     name = source.resolve().name
     for suffix in (sfx for fmt in formats() for sfx in fmt.source_suffixes):
         if name.lower().endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
+            if name.lower().endswith(".ome") and len(name) > 4:  # OME-TIFF's and OME-Zarr's double suffix
+                name = name[:-4]
             break
     return "/" + name + ".h5"
 
@@ -69,12 +146,16 @@ def import_source(source, store_url: str, domain: str | None = None, codec: str 
     opts = ImportOptions(parse_codec(codec, level, src), parse_chunks(chunks, src), progress)
     kind = detect_kind(src)
     path = keys.normalize_domain(domain or default_domain(src))
+    check_owner(owner)
+    check_store_path(str(store_url))
     store = open_store(str(store_url), create=True)
     catalog = Catalog(store)
+    refuse_view_conflict(catalog, path)
     old_root = _old_root(catalog, path) if overwrite else None
     module = by_name(kind).source()  # type: ignore[union-attr]
     with DomainWriter(catalog, path, owner=owner, overwrite=overwrite) as writer:
         module.import_into(src, writer, opts)
+        missing_staged_chunks(store, writer)
     if old_root and old_root != writer.root_id:
         for prefix in (keys.domain_db_prefix(old_root), *keys.derived_prefixes(old_root)):
             try:
@@ -82,6 +163,30 @@ def import_source(source, store_url: str, domain: str | None = None, codec: str 
             except Exception as exc:  # the new domain is in place; leftovers are garbage only
                 log.warning("could not delete the replaced domain's objects under %s: %s", prefix, exc)
     return writer.path
+
+
+def missing_staged_chunks(store, writer: DomainWriter) -> None:
+    """Fail (so the writer rolls back) if a chunk this import wrote is gone before the domain
+    is committed. Until then its objects are unreachable, and a ``polyfs check --repair``
+    run meanwhile deletes them as a crashed import's: committing would make a domain whose
+    chunks read as errors. One listing of the new domain's prefix."""
+    import numpy as np
+
+    written = {ds_id: chunks for ds_id, chunks in writer._written.items() if chunks}
+    if not written:
+        return
+    present = {o.key for o in store.list(keys.domain_db_prefix(writer.root_id))}
+    for ds_id, chunks in written.items():
+        ds = writer.datasets.get(ds_id)
+        if ds is None:
+            continue
+        grid = tuple(ds.grid) or (1,)
+        for linear in chunks:
+            coords = tuple(int(c) for c in np.unravel_index(int(linear), grid)) if ds.grid else (0,)
+            if keys.chunk_key(ds_id, coords) not in present:
+                raise StoreError(f"chunk {list(coords)} of {ds_id} vanished from the store before the import "
+                                 f"was committed (a 'polyfs check --repair' run meanwhile?); nothing was "
+                                 f"imported, run the import again")
 
 
 def _old_root(catalog: Catalog, path: str) -> str | None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..codecs.filterspec import parse_filter_spec
 from ..formats.base import json_object
-from ..codecs.registry import BLOSC, BLOSC_CODES, BZIP2, DEFLATE, SHUFFLE, ZSTD, Filter
+from ..codecs.registry import BLOSC, BLOSC_CNAMES, BLOSC_CODES, BLOSC_SHUFFLES, BZIP2, DEFLATE, SHUFFLE, ZSTD, Filter
 from ..errors import CodecError, InvalidInput, PolyfsError, ReadOnly, SourceError, StoreError, UnknownFilter
 from ..model import types as T
 from ..model import values
@@ -40,6 +40,25 @@ SMALL_PLANE_BYTES = 64 << 10  # planes smaller than this are stacked into one ch
 CODEC_NAMES = {"deflate": (DEFLATE, 6), "gzip": (DEFLATE, 6), "zlib": (DEFLATE, 6), "zstd": (ZSTD, 3),
                "blosc": (BLOSC, 5), "bzip2": (BZIP2, 9), "bz2": (BZIP2, 9), "none": (None, None)}
 BLOSC_DEFAULT_CNAME = "lz4"
+# the levels each codec's HDF5 filter accepts (HDF5's deflate refuses others when it
+# writes, so a view write into such a dataset would fail; bzip2 too; zstd clamps silently)
+LEVEL_RANGES = {DEFLATE: ("deflate", 0, 9), BZIP2: ("bzip2", 1, 9), ZSTD: ("zstd", 1, 22), BLOSC: ("blosc", 0, 9)}
+
+
+def _check_level(fid: int, level: int, text: str, source: object) -> None:
+    name, lo, hi = LEVEL_RANGES[fid]
+    if not lo <= level <= hi:
+        raise SourceError(source, f"--codec {text!r}: {name} level {level} is out of range ({lo} to {hi})")
+
+
+def _check_blosc(cd: Sequence[int], text: str, source: object) -> None:
+    _check_level(BLOSC, cd[4], text, source)
+    if cd[5] not in BLOSC_SHUFFLES:
+        raise SourceError(source, f"--codec {text!r}: blosc shuffle {cd[5]} is not one of "
+                                  f"{', '.join(f'{k} ({v})' for k, v in BLOSC_SHUFFLES.items())}")
+    if cd[6] not in BLOSC_CNAMES:
+        raise SourceError(source, f"--codec {text!r}: blosc compressor {cd[6]} is not one of "
+                                  f"{', '.join(f'{k} ({v})' for k, v in BLOSC_CNAMES.items())}")
 
 
 # -- the encoding of decoded data ---------------------------------------------
@@ -80,12 +99,17 @@ def parse_codec(codec: str | None, level: int | None, source: object) -> Encodin
         if name in CODEC_NAMES:
             fid, default = CODEC_NAMES[name]
             if fid is None:
+                if level is not None:
+                    raise SourceError(source, f"--level {level}: --codec {text!r} does not compress")
                 return Encoding((), "none")
             lvl = default if level is None else int(level)
+            _check_level(fid, lvl, text, source)
             if fid == BLOSC:
                 return Encoding((Filter(BLOSC, (2, 2, 0, 0, lvl, 1, BLOSC_CODES[BLOSC_DEFAULT_CNAME])),), text)
             return Encoding((Filter(fid, (lvl,)),), text)
         filters = parse_filter_spec(text)
+    except SourceError:
+        raise
     except UnknownFilter as exc:
         raise SourceError(source, f"--codec {text!r}: unknown filter id {exc.filter_id} "
                                   f"(known: deflate, zstd, blosc, bzip2, none or a filter spec "
@@ -100,9 +124,11 @@ def parse_codec(codec: str | None, level: int | None, source: object) -> Encodin
             shuffle = cd[5] if len(cd) > 5 else 1
             comp = cd[6] if len(cd) > 6 else BLOSC_CODES[BLOSC_DEFAULT_CNAME]
             f = Filter(BLOSC, (2, 2, 0, 0, clevel if level is None else level, shuffle, comp))
+            _check_blosc(f.cd_values, text, source)
         elif f.id in (DEFLATE, ZSTD, BZIP2):
             default = CODEC_NAMES[{DEFLATE: "deflate", ZSTD: "zstd", BZIP2: "bzip2"}[f.id]][1]
             lvl = level if level is not None else (cd[0] if cd else default)
+            _check_level(f.id, int(lvl), text, source)
             f = Filter(f.id, (int(lvl),))
         out.append(f)
     return Encoding(tuple(out), text)

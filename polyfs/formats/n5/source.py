@@ -107,7 +107,7 @@ class N5Importer:
         member = comp.gzip_member
         filters = list(comp.filters) if comp.filters else stored_pipeline_filters(self.opts, dtype, block)
         ds = self.writer.add_dataset(group, name, dtype, Shape("simple", dims), block, filters)
-        set_json_attrs(ds, attrs, skip=RESERVED)
+        set_json_attrs(ds, attrs, skip=RESERVED + ("n5",))  # "n5": the version of a container that is one dataset
         plan = _Plan(where, ds, dims, block, npdt, filt, member, ts_only)
         plan.nchunks = ds.nchunks if all(dims) else 0
         return plan

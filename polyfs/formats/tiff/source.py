@@ -52,6 +52,34 @@ DEFAULT_LEVELS = {DEFLATE: 6, ZSTD: 3}
 JPEG_COMPRESSIONS = (6, 7, 34892)  # old-style JPEG, JPEG, lossy JPEG (DNG): decoded YCbCr is RGB
 
 
+class _BrokenPageChain(logging.Handler):
+    """Catches tifffile's report of a page chain that leads out of the file (a truncated
+    or corrupt file): tifffile logs it and stops at the last good page, so the import
+    would succeed with pages missing. Other tifffile messages pass on as they are."""
+
+    MARKS = ("invalid page offset", "invalid offset to first page", "invalid offset to page")
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.problem: str | None = None
+        self._log = logging.getLogger("tifffile")
+
+    def __enter__(self) -> "_BrokenPageChain":
+        self._log.addFilter(self._claim)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._log.removeFilter(self._claim)
+
+    def _claim(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if any(m in message for m in self.MARKS):
+            if self.problem is None:
+                self.problem = message.split("> ", 1)[-1]  # without tifffile's object repr
+            return False  # reported as the import's error instead
+        return True
+
+
 def is_tiff_header(head: bytes) -> bool:
     return head[:4] in HEADERS
 
@@ -160,14 +188,19 @@ class TiffImporter:
     def run(self) -> None:
         import tifffile
 
-        try:
-            tif = tifffile.TiffFile(self.path)
-        except Exception as exc:  # tifffile raises many kinds for broken headers
-            raise self.err("", f"not a readable TIFF file ({type(exc).__name__}: {exc})") from None
-        with source_errors(lambda cause: self.err("", cause)), tif:
-            self.size = os.fstat(tif.filehandle.fileno()).st_size if hasattr(tif.filehandle, "fileno") \
-                else self.path.stat().st_size
-            self._import(tif)
+        with _BrokenPageChain() as chain:
+            try:
+                tif = tifffile.TiffFile(self.path)
+            except Exception as exc:  # tifffile raises many kinds for broken headers
+                raise self.err("", f"not a readable TIFF file ({type(exc).__name__}: {exc})") from None
+            with source_errors(lambda cause: self.err("", cause)), tif:
+                self.size = os.fstat(tif.filehandle.fileno()).st_size if hasattr(tif.filehandle, "fileno") \
+                    else self.path.stat().st_size
+                npages = len(tif.pages)  # walks the whole page chain
+                if chain.problem:
+                    raise self.err("", f"truncated or corrupt: {chain.problem} (after {npages} "
+                                       f"readable pages); the pages past it would be missing")
+                self._import(tif)
 
     # -- planning ---------------------------------------------------------------------
     def _import(self, tif) -> None:
@@ -405,7 +438,59 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
             out[f"imagej_{k}"] = (t, sh, val)
     elif not (tif.is_shaped or tif.is_ome) and getattr(key, "description", ""):
         out["image_description"] = (vl, Shape("scalar"), key.description)
+    out.update(ome_pixel_sizes(tif, series, axes))
     out.update(geo_attributes(key))
+    return out
+
+
+def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
+    """An OME-TIFF image's ``PhysicalSizeX/Y/Z`` (and units) as ``pixel_size`` and ``unit``.
+
+    OME writers (Bio-Formats, tifffile) keep pixel sizes in the OME-XML only, not in the
+    resolution tags, so without this an import dropped them silently. The attributes are the
+    ones the TIFF view (meta.physical_sizes), ilastik-style readers and users read: one size
+    per dimension when every dimension is Z, Y or X (a last samples axis aside), else the
+    (Y, X) pair. Pyramid levels get the base sizes scaled by the level's downsampling."""
+    if not getattr(tif, "is_ome", False) or not tif.ome_metadata:
+        return {}
+    import tifffile
+
+    found = next(((i, s) for i, s in enumerate(tif.series)
+                  if s is series or any(lv is series for lv in (getattr(s, "levels", None) or ()))), None)
+    if found is None:
+        return {}
+    index, base = found
+    try:
+        images = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]
+        image = (images if isinstance(images, list) else [images])[index]
+        pixels = image["Pixels"]
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return {}
+    letters = axes[:-1] if axes.endswith("S") else axes
+    sizes: dict[str, tuple[float, str]] = {}
+    for letter in "XYZ":
+        v = pixels.get(f"PhysicalSize{letter}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            sizes[letter] = (float(v), str(pixels.get(f"PhysicalSize{letter}Unit") or "µm"))
+    for letter in "YX":  # a pyramid level: pixels are larger by the downsampling factor
+        if letter in sizes and letter in letters and letter in base.axes:
+            n_base, n_level = base.shape[base.axes.index(letter)], series.shape[axes.index(letter)]
+            if n_level:
+                sizes[letter] = (sizes[letter][0] * n_base / n_level, sizes[letter][1])
+    if letters and set(letters) <= set(sizes):
+        chosen = [sizes[x] for x in letters]
+    elif letters[-2:] == "YX" and {"Y", "X"} <= set(sizes) and sizes["Y"][1] == sizes["X"][1]:
+        chosen = [sizes["Y"], sizes["X"]]
+    else:
+        return {}
+    vl = T.StringType(None, "utf8", "nullterm")
+    units = [u for _, u in chosen]
+    out: dict[str, tuple[T.DType, Shape, Any]] = {
+        "pixel_size": (T.FloatType(8), Shape("simple", (len(chosen),)), [v for v, _ in chosen])}
+    if len(set(units)) == 1:
+        out["unit"] = (vl, Shape("scalar"), units[0])
+    else:
+        out["unit"] = (vl, Shape("simple", (len(units),)), units)
     return out
 
 

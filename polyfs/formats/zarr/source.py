@@ -36,8 +36,9 @@ from ...importers.common import (source_errors, write_plans, ChunkSink, ImportOp
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
-from .spec import (ARRAY_TO_BYTES, META, MISSING, Chain, KeyEncoding, ShardIndex, bytes_codecs, fill_json,
-                   is_real_transpose, numpy_dtype, per_shard)
+from .spec import (ARRAY_TO_BYTES, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_SHARDED, META, MISSING, Chain, KeyEncoding,
+                   ShardIndex, bytes_codecs, fill_json, is_real_transpose, is_time_type, numpy_dtype, per_shard,
+                   utf32_dtype)
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,24 @@ class ZarrImporter:
         attrs = meta.get("attributes") or {}
         if not isinstance(attrs, dict):
             raise self.err(node / META, "attributes is not a JSON object")
+        names = meta.get("dimension_names") if meta.get("node_type") == "array" else None
+        if names is not None:
+            shape = meta.get("shape")
+            if not isinstance(names, list) or not isinstance(shape, list) or len(names) != len(shape) \
+                    or not all(d is None or isinstance(d, str) for d in names):
+                raise self.err(node / META, f"dimension_names {names!r} must list one name or null per dimension")
+            if any(d is not None for d in names) and "_ARRAY_DIMENSIONS" not in attrs:
+                # kept as the view's writes keep them: the Zarr view serves them back as
+                # dimension_names, and xarray reads the HDF5 and Zarr views with these dims
+                attrs = {**attrs, "_ARRAY_DIMENSIONS": [d or "" for d in names]}
         set_json_attrs(obj, attrs)
 
     def _walk(self, node: Path, group, plans: list[_ArrayPlan]) -> None:
         for child in sorted(p for p in node.iterdir() if p.is_dir()):
             if not (child / META).is_file():
+                if _holds_metadata(child):  # an implicit group (Zarr v3 drafts, hand-made trees)
+                    g = self.writer.add_group(group, child.name)
+                    self._walk(child, g, plans)
                 continue
             meta = self.load_meta(child)
             if meta["node_type"] == "group":
@@ -185,11 +199,16 @@ class ZarrImporter:
         filters = plan.chain.filters if plan.chain is not None else stored_pipeline_filters(
             self.opts, stored, chunks if shape else ())
         fill = plan.fill
+        sharded_source = bool(ab) and codecs[ab[0]].get("name") == "sharding_indexed"
+        hints = {**_declared_type_hints(meta.get("data_type"), stored),
+                 **_layout_hints(outer, chunks, sharded_source)}
+        hints = {"polyfs": hints} if hints else None
         if shape:
-            ds = self.writer.add_dataset(group, name, stored, Shape("simple", shape), chunks, filters, fill)
+            ds = self.writer.add_dataset(group, name, stored, Shape("simple", shape), chunks, filters, fill,
+                                         creation_properties=hints)
         else:
             ds = self.writer.add_dataset(group, name, stored, Shape("scalar"), None, [], fill,
-                                         layout_class="H5D_CONTIGUOUS")
+                                         layout_class="H5D_CONTIGUOUS", creation_properties=hints)
         plan.ds = ds  # type: ignore[attr-defined]
         self._attrs(ds, meta, where)
         plan.nchunks = ds.nchunks if shape and all(shape) else (0 if shape else 1)
@@ -209,10 +228,7 @@ class ZarrImporter:
                 except Exception as exc:
                     raise self.err(plan.path, f"zarr-python cannot read chunk data ({type(exc).__name__}: {exc})") \
                         from None
-                data = np.asarray(data)
-                if ds.type.is_vlen:
-                    data = data.astype(object)
-                return data
+                return _vlen_ready(np.asarray(data), ds.type)
 
             write_decoded(self.writer, ds, read, None, skip_fill=True, progress=bar)
             return
@@ -278,6 +294,53 @@ class ZarrImporter:
                     raise self.err(f, f"inner chunk {list(coords)} lies outside the shard")
                 sink.job(ds, coords, self._convert, plan, ds, blob[off:off + nb])
                 bar(1)
+
+
+def _holds_metadata(node: Path) -> bool:
+    """A directory with a ``zarr.json`` somewhere below it (so not an array's chunk
+    directory, which holds only chunk files)."""
+    return any(True for _ in node.rglob(META))
+
+
+def _layout_hints(outer: tuple[int, ...], inner: tuple[int, ...], sharded: bool) -> dict[str, Any]:
+    """The Zarr view's layout hints for the source's own layout: its shard shape (in inner
+    chunks), or one file per chunk for an unsharded array, so the view shows the array as
+    the source had it rather than by its own shard rule."""
+    if not inner:
+        return {}
+    if sharded and all(c > 0 and o % c == 0 for o, c in zip(outer, inner)):
+        return {HINT_PER_SHARD: list(per_shard(tuple(outer), tuple(inner)))}
+    return {HINT_SHARDED: False}
+
+
+def _declared_type_hints(data_type: Any, stored: T.DType) -> dict[str, Any]:
+    """The Zarr view's hint that serves the source's own ``data_type`` back: a numpy
+    ``datetime64``/``timedelta64`` is stored as int64 and ``fixed_length_utf32`` as
+    variable-length UTF-8, and without the hint the view would show ``int64``/``string``
+    (values read as plain counts, or a different numpy type), as it does for a writer's."""
+    resolved = T.resolved(stored)
+    if is_time_type(data_type) and isinstance(resolved, T.IntType) and resolved.size == 8:
+        return {HINT_DATA_TYPE: data_type}
+    if utf32_dtype(data_type, "little") is not None and isinstance(resolved, T.StringType) \
+            and resolved.length is None:
+        return {HINT_DATA_TYPE: data_type}
+    return {}
+
+
+def _vlen_ready(data: np.ndarray, dtype: T.DType) -> np.ndarray:
+    """zarr-python's decoded values in the form the model encodes: objects for variable-
+    length types, and for ``variable_length_bytes`` (a sequence of uint8 here) each
+    ``bytes`` element as a uint8 array (``bytes`` is not a sequence of numbers to numpy)."""
+    if not dtype.is_vlen:
+        return data
+    data = data.astype(object)
+    if isinstance(T.resolved(dtype), T.VlenType):
+        out = np.empty(data.shape, dtype=object)
+        for i, v in np.ndenumerate(data):
+            out[i] = np.frombuffer(bytes(v), np.uint8) if isinstance(v, (bytes, bytearray, memoryview)) \
+                else np.asarray(v, np.uint8)
+        data = out
+    return data
 
 
 def claims(path: Path) -> bool:
