@@ -55,6 +55,14 @@ class Catalog:
         self._crc_locks: dict[str, threading.Lock] = {}  # dataset id -> serialises its CRC table's updates
         self._used: set[str] = set()  # domains whose files were asked for since the last refresh_used()
         self._refresh_due: dict[str, float] = {}  # domain -> when refresh_used() may re-read it again
+        # A daemon watching the store (domain_ttl) sets these: a cached domain not re-read for
+        # longer than ``stale_after`` (idle, so the watcher skipped it) is re-read before its
+        # files are laid out again, or its first use after a change elsewhere (an import
+        # --overwrite) would be served from the old model.
+        self.stale_after: float | None = None
+        self.stale_chunks_too = False  # the store is shared with other hosts (refresh_used's chunks_too)
+        self._checked: dict[str, float] = {}  # domain -> when its cached model was last read or re-read
+        self._rereading: set[str] = set()
         # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
         self.chunk_listeners: list[Callable[[set[str]], None]] = []
 
@@ -106,9 +114,11 @@ class Catalog:
         with self._lock:
             if not refresh and path in self._domains:
                 return self._domains[path]
+        t0 = time.monotonic()
         model = self._load(path)
         with self._lock:
             self._domains[path] = model
+            self._checked[path] = t0
             for did in model.datasets:
                 self._dataset_domain[did] = path
         return model
@@ -116,8 +126,21 @@ class Catalog:
     def generation(self, path: str) -> int:
         """Changes whenever files of the domain laid out earlier may be wrong (re-plan them)."""
         path = keys.normalize_domain(path)
+        now = time.monotonic()
         with self._lock:
             self._used.add(path)
+            stale = self.stale_after is not None and path in self._domains and path not in self._rereading \
+                and now - self._checked.get(path, now) > self.stale_after and now >= self._refresh_due.get(path, 0.0)
+            if stale:
+                self._rereading.add(path)
+                cached = {path: self._domains[path]}
+        if stale:
+            try:
+                self._reread(cached, self.stale_chunks_too)
+            finally:
+                with self._lock:
+                    self._rereading.discard(path)
+        with self._lock:
             return self._generations.get(path, 0)
 
     def refresh_used(self, chunks_too: bool = False) -> list[str]:
@@ -133,6 +156,10 @@ class Catalog:
             due = {p for p in self._used if now >= self._refresh_due.get(p, 0.0)}
             self._used -= due
             cached = {p: self._domains[p] for p in due if p in self._domains}
+        return self._reread(cached, chunks_too)
+
+    def _reread(self, cached: dict[str, DomainModel], chunks_too: bool) -> list[str]:
+        """Re-read these cached domains; install and return those another writer changed."""
         changed = []
         for path, old in cached.items():
             t0 = time.monotonic()
@@ -146,6 +173,7 @@ class Catalog:
             took = time.monotonic() - t0
             with self._lock:
                 self._refresh_due[path] = time.monotonic() + took / REFRESH_SHARE
+                self._checked[path] = t0
                 if self._domains.get(path) is not old:
                     continue  # changed through this mount meanwhile: that model is newer
                 if new is None:
@@ -547,6 +575,7 @@ class Catalog:
         with self._lock:
             old = self._domains.get(model.path)
             self._domains[model.path] = model
+            self._checked.setdefault(model.path, time.monotonic())
             for did in model.datasets:
                 self._dataset_domain[did] = model.path
             if old is not None:

@@ -165,3 +165,35 @@ def test_unchanged_files_read_back_from_the_kernel_after_a_change_elsewhere(stor
     cat = Catalog(open_store(str(store)))
     ds = cat.load("/k.h5").resolve("a")
     assert first.endswith(cat.store.get(keys.chunk_key(ds.id, (0, 1))))  # N5 a/1/0 is chunk (0, 1)
+
+
+def test_an_idle_domain_overwritten_in_the_store_is_read_anew_at_its_next_use(tmp_path, mount_store):
+    """Found by exploratory testing: a domain nobody used for longer than ``domain_ttl`` is not
+    re-read by the watcher; ``polyfs import --overwrite`` by another process then left the
+    daemon serving the old model at the next read (old values, or EIO for its vanished chunks)."""
+    import subprocess
+    import sys
+
+    h5py = pytest.importorskip("h5py")
+    store = tmp_path / "store"
+    srcs = []
+    for v in (1, 2):
+        src = tmp_path / f"v{v}.h5"
+        with h5py.File(src, "w") as f:
+            f.create_dataset("x", data=np.full((64, 64), v, dtype="i4"), chunks=(32, 32), compression="gzip")
+        srcs.append(src)
+
+    def imp(src, *extra):
+        res = subprocess.run([sys.executable, "-m", "polyfs", "import", str(src), str(store), "--domain", "/d.h5",
+                              *extra], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+
+    imp(srcs[0])
+    m = mount_store(str(store), "entry_timeout=1", f"domain_ttl={TTL}")
+    with h5py.File(m.path / "hdf5" / "d.h5", "r") as f:
+        assert int(f["x"][0, 0]) == 1
+    time.sleep(3 * TTL + 1.5)  # idle: the kernel's entries expire, the watcher stops re-reading it
+    imp(srcs[1], "--overwrite")
+    time.sleep(3 * TTL + 1.5)
+    with h5py.File(m.path / "hdf5" / "d.h5", "r") as f:
+        np.testing.assert_array_equal(f["x"][...], np.full((64, 64), 2, dtype="i4"))
