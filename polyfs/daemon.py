@@ -218,6 +218,16 @@ def tune_fuse_connection(mountpoint: str, max_background: int) -> None:
 
 
 # -- running ---------------------------------------------------------------
+# What libfuse 3 takes in -o (fuse_session_new and mount.c): options outside polyfs's own that
+# it refuses make fuse_session_new() fail with no word of which; the mount error names them.
+KNOWN_FUSE_OPTIONS = frozenset((
+    "allow_other", "allow_root", "auto_unmount", "default_permissions", "blkdev", "blksize", "fsname",
+    "subtype", "max_read", "context", "fscontext", "defcontext", "rootcontext", "debug", "ro", "rw", "suid",
+    "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "dirsync", "atime", "noatime", "nodiratime",
+    "relatime", "norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime", "clone_fd",
+    "max_idle_threads", "user", "nonempty"))
+
+
 def fuse_options(cfg: config_mod.MountConfig) -> set[str]:
     import pyfuse3
 
@@ -318,7 +328,9 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
     try:
         pyfuse3.init(ops, cfg.mountpoint, fuse_options(cfg))
     except RuntimeError as exc:
-        raise MountError(f"cannot mount {cfg.mountpoint}: {exc}") from None
+        unknown = [o for o in cfg.fuse_options if o.split("=", 1)[0] not in KNOWN_FUSE_OPTIONS]
+        why = f" (-o {','.join(unknown)}: neither a polyfs nor a FUSE option)" if unknown else ""
+        raise MountError(f"cannot mount {cfg.mountpoint}: {exc}{why}") from None
     log.info("mounted %s on %s", cfg.store, cfg.mountpoint)
 
     async def post_mount() -> None:

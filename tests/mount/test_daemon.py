@@ -97,9 +97,13 @@ def test_read_only_flag(mount_store, store_dir):
         polyfs("umount", str(ro_target))
 
 
-@pytest.mark.parametrize("case", ["bad-store", "busy", "file", "missing-mountpoint"])
+@pytest.mark.parametrize("case", ["bad-store", "busy", "file", "missing-mountpoint", "unknown-option"])
 def test_mount_errors_are_one_clear_line(mount_store, store_dir, tmp_path, case):
-    if case == "bad-store":
+    if case == "unknown-option":  # libfuse only says "fuse_session_new() failed"
+        mp = tmp_path / "mp"
+        mp.mkdir()
+        args, word = [str(store_dir), str(mp), "-o", "bogus=1"], "-o bogus=1"
+    elif case == "bad-store":
         args, word = [str(tmp_path / "no-such-store"), str(tmp_path)], "store"
     elif case == "busy":
         m = mount_store(str(store_dir))
@@ -114,6 +118,8 @@ def test_mount_errors_are_one_clear_line(mount_store, store_dir, tmp_path, case)
         res = polyfs("mount", *args, *extra)
         assert res.returncode != 0
         lines = res.stderr.strip().splitlines()
+        if case == "unknown-option":  # libfuse's own line ("fuse: unknown option(s)") comes first
+            lines = lines[-1:]
         assert len(lines) == 1 and lines[0].startswith("polyfs: error:") and word in lines[0], res.stderr
 
 
