@@ -221,3 +221,27 @@ def test_polyglot_file_is_imported_as_hdf5(tmp_path):
     assert detect_kind(p) == "hdf5"
     cat = import_all([p], tmp_path / "s")
     assert list(cat.load("/both.h5").root.links) == ["x"]
+
+
+def test_info_says_why_a_view_does_not_show_a_dataset(tmp_path):
+    """``polyfs info``'s views line: "zarr -" with its reason, not a bare dash, and never
+    "zero-copy" for a netCDF dimension the Zarr view hides."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    import numpy as np
+
+    from polyfs.importers import import_source
+    from polyfs.inspect import info_text
+
+    src = tmp_path / "d.nc"
+    with netCDF4.Dataset(src, "w") as nc:
+        nc.createDimension("lon", 4)  # a dimension without a variable
+        nc.createVariable("v", "f4", ("lon",))[:] = np.arange(4)
+        vt = nc.createVLType("i4", "ragged")
+        nc.createVariable("r", vt, ("lon",))
+    store = tmp_path / "store"
+    domain = import_source(src, str(store), progress=False)
+    text = info_text(str(store), domain)
+    lon = text[text.index("/lon  dataset"):].split("\n/")[0]
+    assert "zarr - (a netCDF dimension without a variable)" in lon, lon
+    ragged = text[text.index("/r  dataset"):].split("\n/")[0]
+    assert "zarr - (" in ragged and "zarr -," not in ragged, ragged

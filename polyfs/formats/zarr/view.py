@@ -563,8 +563,10 @@ def describe(ds: Dataset, pipe: Pipeline, numcodecs: bool = False) -> str:
         return "-"
     try:
         zt = hdmf.zarr_type(ds.type)
-    except UnsupportedType:
-        return "-"
+    except UnsupportedType as exc:
+        return f"- ({exc})"
+    if cf.dimension_only(ds):  # shown only outside netCDF-4 domains, where no such dataset is made
+        return "- (a netCDF dimension without a variable)"
     if pipe.undecodable:
         return f"- ({pipe.undecodable})"
     src = cs.ChunkSource(None, ds, None, pipe, None if ds.type.is_vlen else ds.chunk_nbytes)  # type: ignore[arg-type]
