@@ -29,7 +29,7 @@ from .store import open_store
 
 def create_domain(store_url: str, domain: str, owner: str = "admin") -> str:
     """An empty domain (a root group only); AlreadyExists if the path is taken, or if the
-    domain would hide another in the mount's views (see ``importers.view_conflict``)."""
+    domain would hide another in the mount's views (see ``views.root.view_conflict``)."""
     from .importers import check_owner, check_store_path, refuse_view_conflict
 
     check_owner(owner)

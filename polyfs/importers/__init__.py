@@ -21,6 +21,7 @@ from ..model import keys
 from ..model.catalog import Catalog
 from ..model.writer import DomainWriter
 from ..store import open_store
+from ..views.root import view_conflict
 from .common import ImportOptions, parse_chunks, parse_codec
 
 log = logging.getLogger(__name__)
@@ -71,45 +72,6 @@ def check_owner(owner: str) -> None:
     one made a domain no user owns, shown by ``polyfs info`` as a blank)."""
     if not isinstance(owner, str) or not owner.strip() or any(ord(c) < 32 or ord(c) == 127 for c in owner):
         raise InvalidInput(f"--owner {owner!r}: expected a user name")
-
-
-def view_conflict(catalog: Catalog, path: str) -> str | None:
-    """Why domain ``path`` would collide with another domain in a view, else None.
-
-    Every view names a domain by its path (``/a/b.h5`` is ``zarr/a/b.zarr``, ``tiff/a/b``):
-    a domain at the place of another's directory (``/a`` next to ``/a/b.h5``), below another
-    domain (``/a/b.h5/c.h5``), or with the same view name (``/a`` and ``/a.h5`` are both
-    ``tiff/a``) would hide one of them in the mount, so it is refused before anything is
-    written."""
-    from ..views.root import domain_leaf_paths
-
-    mine = domain_leaf_paths(path)
-    # a listing only; the few paths that collide are read to see whether they are domains
-    # (with a root group: what the views show) or HSDS folders
-    for other in catalog.list_domains(include_folders=True):
-        if other == path:
-            continue
-        why = None
-        for a, b in zip(mine, domain_leaf_paths(other)):
-            if a == b:
-                why = f"domain {path} and existing domain {other} would both be {a} in the mount"
-            elif b.startswith(a + "/"):
-                why = f"domain {path} would be {a} in the mount, where existing domain {other} has its folder"
-            elif a.startswith(b + "/"):
-                why = f"domain {path} would lie inside existing domain {other} ({b}) in the mount"
-            if why:
-                break
-        if why and _has_root(catalog, other):
-            return why
-    return None
-
-
-def _has_root(catalog: Catalog, path: str) -> bool:
-    try:
-        body = catalog.get_json(keys.domain_key(path))
-    except (NotFound, InvalidInput):  # gone meanwhile, or unreadable: the views do not show it
-        return False
-    return isinstance(body, dict) and bool(body.get("root"))
 
 
 def refuse_view_conflict(catalog: Catalog, path: str) -> None:

@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import PolyfsError
+from ..errors import InvalidInput, NotFound, PolyfsError
 from ..formats import formats
+from ..model import keys
 from ..model.catalog import Catalog
 from .base import DirNode, FileNode, Node, ViewContext
 
@@ -48,6 +49,43 @@ def view_parts(suffix: str, keeps: tuple[str, ...], domain_path: str) -> list[st
 def domain_leaf_paths(domain_path: str) -> list[str]:
     """Where a domain appears in every view (``zarr/a/b.zarr``, ``hdf5/a/b.h5``, ...)."""
     return ["/".join([f.name] + view_parts(f.suffix, f.keeps_names, domain_path)) for f in formats()]
+
+
+def view_conflict(catalog: Catalog, path: str) -> str | None:
+    """Why domain ``path`` would collide with another domain in a view, else None.
+
+    Every view names a domain by its path (``/a/b.h5`` is ``zarr/a/b.zarr``, ``tiff/a/b``):
+    a domain at the place of another's directory (``/a`` next to ``/a/b.h5``), below another
+    domain (``/a/b.h5/c.h5``), or with the same view name (``/a`` and ``/a.h5`` are both
+    ``tiff/a``) would hide one of them in the mount, so it is refused before anything is
+    written."""
+    mine = domain_leaf_paths(path)
+    # a listing only; the few paths that collide are read to see whether they are domains
+    # (with a root group: what the views show) or HSDS folders
+    for other in catalog.list_domains(include_folders=True):
+        if other == path:
+            continue
+        why = None
+        for a, b in zip(mine, domain_leaf_paths(other)):
+            if a == b:
+                why = f"domain {path} and existing domain {other} would both be {a} in the mount"
+            elif b.startswith(a + "/"):
+                why = f"domain {path} would be {a} in the mount, where existing domain {other} has its folder"
+            elif a.startswith(b + "/"):
+                why = f"domain {path} would lie inside existing domain {other} ({b}) in the mount"
+            if why:
+                break
+        if why and _has_root(catalog, other):
+            return why
+    return None
+
+
+def _has_root(catalog: Catalog, path: str) -> bool:
+    try:
+        body = catalog.get_json(keys.domain_key(path))
+    except (NotFound, InvalidInput):  # gone meanwhile, or unreadable: the views do not show it
+        return False
+    return isinstance(body, dict) and bool(body.get("root"))
 
 
 @dataclass

@@ -42,7 +42,7 @@ from ..model.schema import Attribute, Dataset, Group, now
 from ..model.tree import DomainModel
 from ..views import hdmf
 from ..views.base import ViewContext
-from ..views.root import domain_leaf_paths
+from ..views.root import domain_leaf_paths, view_conflict
 from .chunkin import stored_dtype, to_stored
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
                        WrittenFile, file_members)
@@ -134,9 +134,13 @@ class WriteService:
         return False
 
     def refused_name(self, path: str) -> str | None:
-        """Why no file may be made at ``path`` (see ``NameCheck``), or None."""
+        """Why no file may be made at ``path`` (see ``NameCheck``; a new whole-domain document
+        whose domain would hide another in a view), or None."""
         t = self.route(path)
         ing = self.ingester(t)
+        if t.domain is None and _is_document(ing):
+            dom = self._new_document_domain(t)
+            return view_conflict(self.catalog, dom) if dom is not None else None
         return ing.refuse_name(t.rest) if isinstance(ing, NameCheck) and t.domain is not None and t.rest else None
 
     def head_check(self, path: str) -> Callable[[bytes], str | None] | None:
@@ -169,6 +173,10 @@ class WriteService:
             dom = t.new_domain_path()
             if dom is None or t.view.kind != "dir":  # a file view (hdf5/x.h5) makes no domain by mkdir
                 raise NotPermitted(f"{path}: only <name>{t.suffix} directories (new domains) can be made here")
+            why = view_conflict(self.catalog, dom)
+            if why:  # it would hide that domain (or itself) in another view; EEXIST is not logged
+                log.warning("mkdir refused (EEXIST): %s: %s", path, why)
+                raise AlreadyExists(f"{path}: {why}")
             model = self.editor.create_domain(dom)
             # its root is a group nobody wrote metadata for, like a group made by mkdir: views
             # that can show no metadata file for it don't, so ``cp -r x.zarr`` (O_EXCL) can make it
