@@ -284,6 +284,7 @@ def build_operations(cfg: config_mod.MountConfig, store=None):
                      threads=cfg.threads, service=service, budget=budget, access=access, tree_timeout=ttl)
     if cfg.domain_ttl > 0:
         ctx.catalog.stale_after, ctx.catalog.stale_chunks_too = cfg.domain_ttl, shared  # idle domains too
+        ctx.catalog.on_reread = ops.domains_changed
         watch_domains(ctx.catalog, cfg.domain_ttl, shared=shared, held=ops.kernel_domains,
                       changed=ops.domains_changed)
     return ops

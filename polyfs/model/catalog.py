@@ -63,6 +63,7 @@ class Catalog:
         self.stale_chunks_too = False  # the store is shared with other hosts (refresh_used's chunks_too)
         self._checked: dict[str, float] = {}  # domain -> when its cached model was last read or re-read
         self._rereading: set[str] = set()
+        self.on_reread: Callable[[list[str]], None] | None = None  # told what such a re-read found changed
         # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
         self.chunk_listeners: list[Callable[[set[str]], None]] = []
 
@@ -136,10 +137,12 @@ class Catalog:
                 cached = {path: self._domains[path]}
         if stale:
             try:
-                self._reread(cached, self.stale_chunks_too)
+                changed = self._reread(cached, self.stale_chunks_too)
             finally:
                 with self._lock:
                     self._rereading.discard(path)
+            if changed and self.on_reread is not None:  # what the kernel holds of it goes too
+                self.on_reread(changed)
         with self._lock:
             return self._generations.get(path, 0)
 
