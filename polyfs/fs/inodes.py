@@ -24,6 +24,7 @@ class InodeEntry:
     served: object = None  # the VFile last opened through this inode (page-cache decisions)
     version: int = 0  # the write version of the tree ``node`` was resolved at
     replaced_at: float | None = None  # another file was renamed over this one's path (its bytes are older)
+    unlinked: bool = False  # its name was removed (detach): it is no longer the file at ``path``
     # what the kernel may hold (kernelcache.py): until when (monotonic) its name and its
     # attributes were handed out with a timeout, and the domain the path is in
     name_until: float = 0.0
@@ -103,6 +104,17 @@ class InodeTable:
                 self._by_ino[stale].replaced_at = replaced_at
             self._by_path[new] = ino
             self._by_ino[ino].path = new
+
+    def detach(self, path: str) -> None:
+        """``path`` was unlinked or removed: the next file made there gets an inode of its own,
+        as on a disk. A descriptor still open on the old one keeps *its* file (tensorstore's
+        lock protocol tells a lock file unlinked under it from its successor by inode number:
+        given the same number it wrote a shard into the unlinked file and renamed the new,
+        empty one onto the shard, which deleted every chunk it held)."""
+        with self._lock:
+            ino = self._by_path.pop(path, None)
+            if ino is not None and ino in self._by_ino:
+                self._by_ino[ino].unlinked = True
 
     def __len__(self) -> int:
         return len(self._by_ino)

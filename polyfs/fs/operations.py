@@ -331,8 +331,12 @@ class Operations(pyfuse3.Operations):
         return (child is None or child.ready()) and self._acl_warm(self.inodes.child_path(entry, name))
 
     async def _refresh(self, entry: InodeEntry) -> None:
-        """Re-resolve a node the views may have re-rendered since it was looked up."""
+        """Re-resolve a node the views may have re-rendered since it was looked up. An unlinked
+        file keeps its node: its path names another file now, or none."""
         version = self.version
+        if entry.unlinked:
+            entry.version = version
+            return
         try:
             entry.node = await self._thread(self.resolve, entry.path)
         except NotFound:

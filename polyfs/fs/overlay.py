@@ -53,7 +53,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Callable, Protocol
 
-from ..errors import PolyfsError, StoreError
+from ..errors import InvalidInput, PolyfsError, StoreError
 from ..writes.protocol import SourceReader
 from ..vfile import LiteralPiece, Segment, VFile
 from ..views.base import DirNode, FileNode, Node
@@ -97,7 +97,14 @@ class WriteBudget:
     def __init__(self, limit_bytes: int = 256 << 20, scratch_dir: str | None = None,
                  page_size: int = PAGE) -> None:
         if scratch_dir is not None:
-            os.makedirs(scratch_dir, exist_ok=True)  # else the first spill fails with a puzzling ENOENT
+            try:
+                os.makedirs(scratch_dir, exist_ok=True)  # else the first spill fails with a puzzling ENOENT
+                tempfile.TemporaryFile(dir=scratch_dir).close()  # noqa: SIM115 - and it can hold files
+            except OSError as exc:  # a read-only or unusable directory: every spill would be EIO
+                why = "not a directory" if os.path.exists(scratch_dir) and not os.path.isdir(scratch_dir) \
+                    else exc.strerror or str(exc)
+                raise InvalidInput(f"scratch_dir {scratch_dir}: {why} (files being written "
+                                   f"spill there past write_buffer_mb; choose another with -o scratch_dir=)") from None
         self.limit = limit_bytes
         self.scratch_dir = scratch_dir
         self.page_size = page_size
@@ -143,10 +150,13 @@ class WriteBudget:
     def _room(self, n: int) -> bool:
         return self._used + n <= self.limit
 
-    def relieve(self) -> None:
+    def relieve(self, mine: PendingFile | None = None) -> None:
         """Spill least recently written pages until ``used`` <= 90% of the limit.
         The caller must hold no file lock. If scratch space fails, the files written
-        while over the limit are failed (see the module docstring) and ScratchFailed raised."""
+        while over the limit are failed (see the module docstring) and ScratchFailed raised,
+        to the writer of ``mine`` only if that file is one of them: a write whose bytes were
+        kept must not be told it failed (its writer would give the file up, and its close
+        would store what it had)."""
         while True:
             with self._lock:
                 if self._used <= self.limit:
@@ -177,9 +187,12 @@ class WriteBudget:
                 with self._lock:
                     self._claimed.difference_update(victims)
             if failure is not None:
-                self._fail_pressing(failure)
+                err = self._fail_pressing(failure)
+                if mine is None or mine.failed:
+                    raise err
+                return
 
-    def _fail_pressing(self, exc: OSError) -> None:
+    def _fail_pressing(self, exc: OSError) -> ScratchFailed:
         """Spilling failed: the files whose writes pushed memory past the limit lose their
         unstored bytes (their writers get the error), which brings memory back down."""
         with self._lock:
@@ -189,7 +202,7 @@ class WriteBudget:
                   err, ", ".join(sorted(f.path for f in doomed)) or "nothing")
         for f in doomed:
             f.fail(str(err))
-        raise err
+        return err
 
 
 class _Live(Segment):
@@ -234,6 +247,7 @@ class PendingFile(FileNode):
         self._scratch: IO[bytes] | None = None
         self._gone = False
         self._failed: str | None = None  # why a write of it was lost (scratch I/O): never stored
+        self.unlinked = False  # its name was removed while open: never stored again
 
     # -- the node ----------------------------------------------------------------------------------
     def size(self) -> int:
@@ -273,6 +287,11 @@ class PendingFile(FileNode):
         if self._scratch is None:  # lives until discard(); unlinked already
             self._scratch = tempfile.TemporaryFile(dir=self.budget.scratch_dir)  # noqa: SIM115
         return self._scratch.fileno()
+
+    @property
+    def gone(self) -> bool:
+        """Whether :meth:`discard` freed it (every later use raises Discarded)."""
+        return self._gone
 
     @property
     def failed(self) -> bool:
@@ -352,7 +371,7 @@ class PendingFile(FileNode):
             self.dirty = True
             self.mtime = time.time()
         if relieve:
-            self.budget.relieve()
+            self.budget.relieve(self)
         return len(view)
 
     def _write_page(self, p: int, o: int, data: memoryview) -> None:

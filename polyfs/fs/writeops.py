@@ -212,6 +212,8 @@ class WriteSide:
         """The file's pending state, opened once more (``opens`` counts under the overlay's
         lock, so a release racing this open never discards what is being opened)."""
         path = entry.path
+        if entry.unlinked:
+            return self._orphan_for(entry, flags, pid)
         with self.overlay.lock:
             node = self.overlay.files.get(path)
             if isinstance(node, PendingFile):
@@ -235,6 +237,29 @@ class WriteSide:
         self.overlay.add_file(pending)
         entry.node = pending
         return pending
+
+    def _orphan_for(self, entry: InodeEntry, flags: int, pid: int) -> PendingFile:
+        """An open of a file unlinked after the kernel looked its name up (``open(O_CREAT)``
+        racing another process's ``unlink``: the kernel sends the open after dropping the
+        directory's lock). As on a disk it opens that unlinked file, whose bytes are stored
+        nowhere; tensorstore then finds it is not the file at the name and retries (ENOENT
+        here failed its write)."""
+        node = entry.node
+        with self.overlay.lock:
+            if isinstance(node, PendingFile) and not node.gone:
+                node.opens += 1
+                alive = True
+            else:
+                alive = False
+        if alive:
+            assert isinstance(node, PendingFile)
+            if flags & os.O_TRUNC:
+                node.truncate(0)
+            return node
+        orphan = PendingFile(entry.path, False, time.time(), self.budget)
+        orphan.unlinked, orphan.opens, orphan.writer = True, 1, self.process_of(pid)
+        entry.node = orphan
+        return orphan
 
     def _close_one(self, p: PendingFile) -> bool:
         """One open of ``p`` ends; True if it was the last."""
@@ -355,7 +380,7 @@ class WriteSide:
             return await self.fs.run(handle.pending.write, off, buf)  # reads the view file first
         n = handle.pending.write(off, buf, relieve=False)
         if self.budget.over():  # spilling is file I/O: in a worker, this write waiting for it
-            await self.fs.run(self.budget.relieve)
+            await self.fs.run(self.budget.relieve, handle.pending)
         return n
 
     async def flush_handle(self, handle: Any, closing: bool = False) -> None:
@@ -367,6 +392,8 @@ class WriteSide:
         files emptied are refused, so their error still reaches this close.)"""
         if not isinstance(handle, WriteHandle) or not (handle.pending.dirty and handle.pending.ingest):
             return
+        if handle.pending.unlinked:
+            return  # unlinked while open: as on a disk, what is written to it is gone with it
         if handle.head_refused and not handle.wrote:
             return  # nothing it wrote was taken: the file is as this open found it, or empty
         if closing and not handle.wrote and await self.fs.run(self.service.holds_chunks, handle.pending.path):
@@ -463,6 +490,7 @@ class WriteSide:
             if not known:
                 raise
         self.overlay.drop(path)
+        self.inodes.detach(path)
         if target.domain is not None and not target.rest:
             self._drop_dirs_of(target, path, here=True)  # the group or array is gone from every view
         self._changed(path, target.domain)
@@ -486,9 +514,11 @@ class WriteSide:
         if isinstance(node, PendingFile):
             self.overlay.drop(path)
             node.dirty = False
+            node.unlinked = True  # bytes written through a descriptor still open are stored nowhere
             if node.opens == 0:
                 node.discard()
             if not node.ingest:
+                self.inodes.detach(path)
                 return  # a scratch file: never reached the store
         if isinstance(node, PendingDir):
             raise IsADirectory(path)
@@ -505,6 +535,7 @@ class WriteSide:
             if target.domain is not None and isinstance(target.obj, Dataset) and \
                     target.rest == [self.service.ingester(target).meta_name]:
                 self._drop_dirs_of(target, path, here=False)  # no array any more: its chunk dirs elsewhere go
+        self.inodes.detach(path)
         self._changed(path, target.domain)
 
     def _keep_parents(self, t: Target, path: str) -> None:

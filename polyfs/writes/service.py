@@ -295,7 +295,7 @@ class WriteService:
         the chunk objects it read there (None: it did not read the file)."""
         t = self.route(path)
         if _is_document(self.ingester(t)) and (t.domain is not None or self._new_document_domain(t)):
-            self._document(t, self.ingester(t), src, path)  # type: ignore[arg-type]
+            self._document(t, self.ingester(t), src, path, writer, base_time)  # type: ignore[arg-type]
             return
         if t.domain is None or not t.rest:
             raise NotPermitted(f"{path}: only metadata and chunk files can be written here")
@@ -311,7 +311,8 @@ class WriteService:
         with self._lock_for(cf.lock_key), self._ingesting.enter() as fan_out:
             self._chunks(cf, ing, src, path, base_time, writer, seen, fan_out)
 
-    def _document(self, t: Target, ing: DocumentIngester, src: WrittenFile, where: str) -> None:
+    def _document(self, t: Target, ing: DocumentIngester, src: WrittenFile, where: str,
+                  writer: int = 0, base_time: float = float("inf")) -> None:
         """A whole document. Written from scratch where it stands for a whole domain: that domain,
         new or replaced, all or nothing. Else its changes, validated by the ingester, committed
         under the domain's lock: new objects (their chunks already stored, unreachable), then
@@ -346,28 +347,64 @@ class WriteService:
             model = self.catalog.load(t.domain)
             for ds_id in set(changes.puts) | set(changes.deletes):
                 self._document_chunks(t.domain, model.datasets[ds_id], changes.puts.get(ds_id, []),
-                                      changes.deletes.get(ds_id, []))
+                                      changes.deletes.get(ds_id, []), writer, base_time, where)
 
-    def _document_chunks(self, domain: str, ds: Dataset, puts: list, deletes: list) -> None:
+    def _document_chunks(self, domain: str, ds: Dataset, puts: list, deletes: list, writer: int = 0,
+                         base_time: float = float("inf"), where: str = "") -> None:
         """A dataset's chunks in batches: each fetched (read, perhaps encoded) in the pool, then
-        stored together; memory holds one batch, never the whole change."""
+        stored together; memory holds one batch, never the whole change. Stale copies are kept
+        out as in shards (:meth:`_chunks`): a view file is written back in whole pages, so a chunk
+        beside the one a tool changed is written too, as it was when the page was first filled;
+        if another process replaced it since this writer opened the file, the newer one stays
+        (h5py ``r+`` reverted a chunk zarr-python had just written). Each chunk replaced is
+        remembered as for chunk files: a shard another process read before this write and writes
+        back afterwards carries the version replaced here, which must not win either (h5py
+        ``r+`` and zarr-python writing disjoint rows of one shard lost h5py's rows)."""
         batch: list[tuple[tuple[int, ...], bytes]] = []
         crcs: dict[tuple[int, ...], int] = {}  # CRC32s validation already computed (no second inflate)
+        replaced: dict[tuple[int, ...], bytes | None] = {}  # digests of the versions this batch replaces
+        idx = self.catalog.chunk_index(ds)
         size = 0
 
-        def fetch(item: tuple[tuple[int, ...], Any]) -> tuple[tuple[int, ...], bytes, int | None]:
-            return item[0], item[1](), getattr(item[1], "crc32", None)
+        Fetched = tuple[tuple[int, ...], bytes, "int | None", "bytes | None"]  # coords, data, crc, replaced digest
 
-        for coords, data, crc in bounded_map(self._pool, fetch, puts, ENCODE_THREADS * 2):
+        def fetch(item: tuple[tuple[int, ...], Any]) -> Fetched | None:
+            coords = tuple(item[0])
+            at_grid = coords if ds.grid else (0,)  # a dataset without chunks is one chunk, (0,)
+            key = idx.key_of(at_grid)
+            old = self._stored(key) if idx.size_of(idx.linear_of(at_grid)) >= 0 else None
+            data = item[1]()
+            hist = self._superseded.get(key, ()) if old is not None else ()
+            if hist:
+                mine = _digest(data)
+                if any(d == mine and at > base_time and who != writer for d, at, who in hist):
+                    log.info("%s: chunk %s of %s is a stale copy of a replaced version; kept the newer one",
+                             where, list(coords), ds.id)
+                    return None
+            return coords, data, getattr(item[1], "crc32", None), None if old is None else _digest(old)
+
+        def store(items: list, gone: list) -> None:
+            self.editor.put_chunks(domain, ds, items, gone, crcs=crcs)
+            stamp = time.time()
+            for coords, _ in items:
+                self._remember(idx.key_of(coords if ds.grid else (0,)), stamp, replaced.get(coords), writer)
+            for coords in gone:
+                self._remember(idx.key_of(tuple(coords) if ds.grid else (0,)), stamp, None, writer)
+
+        for got in bounded_map(self._pool, fetch, puts, ENCODE_THREADS * 2):
+            if got is None:
+                continue
+            coords, data, crc, old = got
             batch.append((coords, data))
+            replaced[coords] = old
             if crc is not None:
-                crcs[tuple(coords)] = crc
+                crcs[coords] = crc
             size += len(data)
             if len(batch) >= DOCUMENT_BATCH or size >= DOCUMENT_BATCH_BYTES:
-                self.editor.put_chunks(domain, ds, batch, crcs=crcs)
-                batch, crcs, size = [], {}, 0
+                store(batch, [])
+                batch, crcs, replaced, size = [], {}, {}, 0
         if batch or deletes:
-            self.editor.put_chunks(domain, ds, batch, deletes, crcs=crcs)
+            store(batch, list(deletes))
 
     def _lock_for(self, key: tuple) -> threading.Lock:
         with self._guard:
