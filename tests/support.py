@@ -51,3 +51,13 @@ def drop_page_cache(top: Path | str) -> None:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
+
+
+def deep_check(store) -> None:
+    """``polyfs check --deep`` of a store, as a user runs it: exit 0 or the test fails with its output."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "polyfs", "check", str(store), "--deep"], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 import zlib
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -171,6 +171,17 @@ class DomainWriter:
                 crc32 = zlib.crc32(zlib.decompress(stored))
             linear = int(np.ravel_multi_index(coords, grid))
             self._crcs.setdefault(ds.id, []).append((linear, adler32_of_zlib(stored), crc32))
+
+    def staged_chunk_keys(self) -> Iterator[str]:
+        """The keys of every chunk object written so far (unreachable until the commit)."""
+        for ds_id, chunks in self._written.items():
+            ds = self.datasets.get(ds_id)
+            if ds is None:
+                continue
+            grid = tuple(ds.grid) or (1,)
+            for linear in chunks:
+                coords = tuple(int(c) for c in np.unravel_index(int(linear), grid)) if ds.grid else (0,)
+                yield keys.chunk_key(ds_id, coords)
 
     def encode_chunk(self, ds: Dataset, block: np.ndarray) -> tuple[bytes, int | None]:
         """Encode one full-size chunk; returns (stored bytes, crc32 of raw if deflate)."""

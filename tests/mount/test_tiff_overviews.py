@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+from support import deep_check
 
 from polyfs.importers import import_source
 
@@ -29,11 +29,6 @@ def store(tmp_path):
 def dropped_lines(m) -> list[str]:
     return [ln for ln in m.log.read_text().splitlines() if "reduced-resolution" in ln]
 
-
-def deep_check(store) -> None:
-    res = subprocess.run([sys.executable, "-m", "polyfs", "check", str(store), "--deep"], capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
 
 
 @pytest.mark.skipif(shutil.which("gdaladdo") is None, reason="needs GDAL")

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
+from support import deep_check
 
 zarr = pytest.importorskip("zarr")
 xr = pytest.importorskip("xarray")
@@ -50,9 +49,7 @@ def test_xarray_default_to_zarr_reads_back_consolidated(mount_store, tmp_path):
     m.start()  # the request is kept with the group
     assert sorted(zarr.open_consolidated(str(path)).array_keys()) == ["late", "t", "x", "y"]
     m.stop()
-    res = subprocess.run([sys.executable, "-m", "polyfs", "check", str(store), "--deep"], capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
+    deep_check(store)
 
 
 def test_nested_groups_and_a_rewrite_without_consolidation(mount_store, tmp_path):

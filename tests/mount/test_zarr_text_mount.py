@@ -9,11 +9,11 @@ expect) and ``fixed_length_utf32`` is served back as declared.
 from __future__ import annotations
 
 import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
+from support import deep_check
 
 zarr = pytest.importorskip("zarr")
 xr = pytest.importorskip("xarray")
@@ -21,11 +21,6 @@ h5py = pytest.importorskip("h5py")
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")
 
-
-def deep_check(store) -> None:
-    res = subprocess.run([sys.executable, "-m", "polyfs", "check", str(store), "--deep"], capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_zarr_python_text_arrays_round_trip(mount_store, tmp_path):

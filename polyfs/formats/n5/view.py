@@ -117,35 +117,30 @@ def encode_block(compression: dict, raw: bytes, dtype: np.dtype) -> bytes:
     raise ValueError(f"no encoder for N5 compression {kind!r}")
 
 
+# N5 compression -> its uncompressed mode (codecs/uncompressed.py): the stream of a payload,
+# and its size from the payload's. bzip2 has none.
+_PLAIN: dict[str, tuple[Callable[[bytes, dict, int], bytes], Callable[[int, dict], int]]] = {
+    "raw": (lambda raw, c, n: raw, lambda size, c: size),
+    "zstd": (lambda raw, c, n: plain.zstd_raw(raw), lambda size, c: plain.zstd_raw_size(size)),
+    "gzip": (lambda raw, c, n: (plain.zlib_stored if c.get("useZlib") else plain.gzip_stored)(raw),
+             lambda size, c: (plain.zlib_stored_size if c.get("useZlib") else plain.gzip_stored_size)(size)),
+    "blosc": (lambda raw, c, n: plain.blosc_memcpy(raw, n, c["cname"], int(c["shuffle"])),
+              lambda size, c: plain.blosc_memcpy_size(size)),
+}
+
+
 def plain_block(compression: dict, itemsize: int) -> Callable[[bytes], bytes] | None:
     """How a payload the view makes is served under the dataset's N5 compression without
-    compressing it (codecs/uncompressed.py: a copy whose size follows from the payload's;
-    :func:`plain_size`). None for bzip2, which has no such mode."""
-    kind = compression["type"]
-    if kind == "raw":
-        return lambda raw: raw
-    if kind == "gzip":
-        return plain.zlib_stored if compression.get("useZlib") else plain.gzip_stored
-    if kind == "zstd":
-        return plain.zstd_raw
-    if kind == "blosc":
-        cname, shuffle = compression["cname"], int(compression["shuffle"])
-        return lambda raw: plain.blosc_memcpy(raw, itemsize, cname, shuffle)
-    return None
+    compressing it (a copy whose size follows from the payload's: :func:`plain_size`).
+    None for bzip2, which has no such mode."""
+    got = _PLAIN.get(compression["type"])
+    return None if got is None else (lambda raw: got[0](raw, compression, itemsize))
 
 
 def plain_size(compression: dict, n: int) -> int | None:
     """The size of :func:`plain_block`'s stream for an ``n``-byte payload (None for bzip2)."""
-    kind = compression["type"]
-    if kind == "raw":
-        return n
-    if kind == "gzip":
-        return plain.zlib_stored_size(n) if compression.get("useZlib") else plain.gzip_stored_size(n)
-    if kind == "zstd":
-        return plain.zstd_raw_size(n)
-    if kind == "blosc":
-        return plain.blosc_memcpy_size(n)
-    return None
+    got = _PLAIN.get(compression["type"])
+    return None if got is None else got[1](n, compression)
 
 
 @dataclass
@@ -314,7 +309,8 @@ class DatasetPlan:
         assert dims is not None
         if stored < 0:
             return float(len(self.fill_block_of(dims) or b""))
-        length = self.edge_recipe(dims).transcoding.length  # type: ignore[union-attr]
+        _, comp = self.recipe_compression
+        length = plain_size(comp, math.prod(dims) * self.target.itemsize)
         return float("nan") if length is None else float(length + len(block_header(tuple(reversed(dims)))))
 
 
