@@ -29,11 +29,11 @@ if refused), so the daemon's VmHWM is per size. ``--src DIR`` runs the daemon
 from another polyfs tree (PYTHONPATH), e.g. ``git archive HEAD polyfs``.
 
 Printed: per tool, mode and size the native, mount and ceiling seconds (best
-of --rounds), mount/native against the target (<= 1.5), ceiling/native and
-mount/ceiling; per size the daemon's
-peak RSS (VmHWM of the process whose command line names the mountpoint) after
-the writes and after read-back, against 512 MiB and not growing with size; the
-daemon log's warnings and errors. Read-back is through the mount with
+of --rounds; each mount write also with the daemon's CPU seconds it took),
+mount/native against the target (<= 1.5), ceiling/native and mount/ceiling;
+per size the daemon's peak RSS (VmHWM of the process whose command line names
+the mountpoint) after the writes and after read-back, against 512 MiB and not
+growing with size; the daemon log's warnings and errors. Read-back is through the mount with
 tensorstore: sampled 64-plane blocks of every array, all of them at 256 MiB.
 Exit status 1 when a write failed or read back wrong; missed targets do not
 fail a benchmark.
@@ -225,6 +225,17 @@ def status_mib(pid: int | None, key: str = "VmHWM") -> float | None:
         return None
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds the process has used (/proc/PID/stat): what the daemon
+    spends per write, a figure that noise on a shared machine moves less than wall time."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError, IndexError, ValueError):
+        return None
+
+
 def log_problems(log: Path) -> list[str]:
     try:
         lines = log.read_text(errors="replace").splitlines()
@@ -263,7 +274,9 @@ def write_one(row: Row, side: str, path: Path, n: int, pid: int | None) -> None:
     try:
         if side == "mount":
             path.parent.mkdir()  # a new domain
+        cpu0 = cpu_seconds(pid)
         t = timed_write(row.tool, path, n, STEP[row.mode])
+        cpu1 = cpu_seconds(pid)
     except Exception as exc:  # noqa: BLE001 - a failed write is a result, reported at the end
         row.errors.append(f"{side}: {type(exc).__name__}: {exc}")
         print(f"  {row.tool:11} {row.mode:7} {row.size} MiB {side:7}: FAILED {type(exc).__name__}: {exc}",
@@ -272,7 +285,9 @@ def write_one(row: Row, side: str, path: Path, n: int, pid: int | None) -> None:
     getattr(row, side).append(t)
     if side == "mount":
         row.arrays.append(path)
-    mem = f"   daemon VmHWM {fmt(status_mib(pid), '.0f')} MiB, VmRSS {fmt(status_mib(pid, 'VmRSS'), '.0f')} MiB"
+    cpu = f"{cpu1 - cpu0:.1f}" if cpu0 is not None and cpu1 is not None else "-"
+    mem = f"   daemon VmHWM {fmt(status_mib(pid), '.0f')} MiB, VmRSS {fmt(status_mib(pid, 'VmRSS'), '.0f')} MiB, " \
+          f"CPU {cpu} s"
     print(f"  {row.tool:11} {row.mode:7} {row.size} MiB {side:7}: {t:7.2f} s  "
           f"{n * 2**20 / t / 1e6:6.0f} MB/s{mem if side == 'mount' else ''}", flush=True)
 
