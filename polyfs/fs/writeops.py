@@ -493,6 +493,7 @@ class WriteSide:
         self.inodes.detach(path)
         if target.domain is not None and not target.rest:
             self._drop_dirs_of(target, path, here=True)  # the group or array is gone from every view
+            self._keep_folders(target, path)
         self._changed(path, target.domain)
 
     def _drop_dirs_of(self, target: Target, path: str, here: bool) -> None:
@@ -532,6 +533,7 @@ class WriteSide:
                 raise
         else:
             self._keep_parents(target, path)
+            self._keep_folders(target, path)
             if target.domain is not None and isinstance(target.obj, Dataset) and \
                     target.rest == [self.service.ingester(target).meta_name]:
                 self._drop_dirs_of(target, path, here=False)  # no array any more: its chunk dirs elsewhere go
@@ -547,6 +549,16 @@ class WriteSide:
         top = path[: len(path) - len("/".join(t.rest))].rstrip("/")
         for k in range(1, len(t.rest)):
             self.overlay.add_dir(f"{top}/{'/'.join(t.rest[:k])}")
+
+    def _keep_folders(self, t: Target, path: str) -> None:
+        """A domain just removed (``path`` was its leaf): the directories above it in this view
+        stay until they are removed, as on a disk, though no domain implies them any more
+        (``rm -r`` lists them again and removes them next)."""
+        if t.domain is None or t.h5path != "/" or t.rest:
+            return
+        parts = path.split("/")
+        for k in range(2, len(parts)):
+            self.overlay.add_dir("/".join(parts[:k]))
 
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx) -> None:

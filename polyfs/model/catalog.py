@@ -82,29 +82,40 @@ class Catalog:
     # -- domains -----------------------------------------------------------
     def list_domains(self, include_folders: bool = False) -> list[str]:
         """Every domain path in the store (domains with a root group unless asked)."""
-        out: list[str] = []
+        if include_folders:
+            return sorted(path for path, _ in self._domain_keys())
+        return self.list_tree()[0]
+
+    def list_tree(self) -> tuple[list[str], list[str]]:
+        """The store's domains (with a root group) and its HSDS folders (a ``.domain.json``
+        without one, what ``hstouch /a/b/`` or ``mkdir`` in a view makes), each sorted."""
+        domains: list[str] = []
+        folders: list[str] = []
+        for path, key in self._domain_keys():
+            try:
+                body = self.get_json(key)
+            except (NotFound, SchemaError):
+                continue
+            if isinstance(body, dict):
+                (domains if body.get("root") else folders).append(path)
+        return sorted(domains), sorted(folders)
+
+    def _domain_keys(self) -> list[tuple[str, str]]:
+        """(path, key) of every ``.domain.json`` in the store: a listing, nothing read."""
+        out: list[tuple[str, str]] = []
         pending = [""]
         while pending:
             prefix = pending.pop()
             listing = self.store.list_dir(prefix)
             for obj in listing.objects:
                 path = keys.domain_from_key(obj.key)
-                if path is None:
-                    continue
-                if include_folders:
-                    out.append(path)
-                else:
-                    try:
-                        body = self.get_json(obj.key)
-                    except (NotFound, SchemaError):
-                        continue
-                    if isinstance(body, dict) and body.get("root"):
-                        out.append(path)
+                if path is not None:
+                    out.append((path, obj.key))
             for sub in listing.prefixes:
                 if prefix == "" and sub in (keys.DB, keys.DERIVED):
                     continue
                 pending.append(sub)
-        return sorted(out)
+        return out
 
     def domain_exists(self, path: str) -> bool:
         return self.store.exists(keys.domain_key(path))

@@ -26,11 +26,11 @@ import numpy as np
 
 from ..codecs.pipeline import Pipeline, adler32_of_zlib
 from ..codecs.registry import DEFLATE, Filter
-from ..errors import AlreadyExists, InvalidInput, NotFound, PolyfsError, PreconditionFailed
+from ..errors import AlreadyExists, InvalidInput, NotFound, NotPermitted, PolyfsError, PreconditionFailed
 from . import ids, keys, limits
 from .catalog import Catalog
 from .changes import ObjectChange
-from .schema import Attribute, Dataset, Group, Link, Shape, UNLIMITED, now
+from .schema import Attribute, Dataset, Domain, Group, Link, Shape, UNLIMITED, now
 from .tree import DomainModel, Obj
 from .types import DType
 from .writer import DomainWriter
@@ -98,6 +98,26 @@ class DomainEditor:
             if model.domain.root:
                 for prefix in (keys.domain_db_prefix(model.domain.root), *keys.derived_prefixes(model.domain.root)):
                     self.store.delete_prefix(prefix)
+
+    def create_folder(self, path: str) -> None:
+        """An HSDS folder: a ``.domain.json`` without a root group, what ``hstouch /a/b/``
+        makes; AlreadyExists when a domain or folder is there (another host too)."""
+        self.catalog.put_domain(Domain.new(path, None), new=True)
+
+    def delete_folder(self, path: str) -> bool:
+        """Remove folder ``path`` (nothing below it: the caller checked); False when there
+        is no such folder (gone meanwhile). A domain at that path is never removed here."""
+        key = keys.domain_key(path)
+        with self.lock(path):
+            try:
+                body = self.catalog.get_json(key)
+            except NotFound:
+                return False
+            if not isinstance(body, dict) or body.get("root"):
+                raise NotPermitted(f"{path}: a domain, not a folder")
+            self.store.delete(key)
+            self.catalog.invalidate(path)
+            return True
 
     # -- objects ------------------------------------------------------------
     def _parent(self, model: DomainModel, h5path: str) -> tuple[Group, str]:

@@ -223,7 +223,8 @@ class Domain:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def new(cls, path: str, root: str, owner: str = "admin") -> "Domain":
+    def new(cls, path: str, root: str | None, owner: str = "admin") -> "Domain":
+        """``root`` None: an HSDS folder."""
         t = now()
         return cls(path, owner, {owner: dict(DEFAULT_ACL), "default": dict(PUBLIC_READ_ACL)}, root, t, t)
 

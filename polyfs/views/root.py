@@ -59,33 +59,72 @@ def view_conflict(catalog: Catalog, path: str) -> str | None:
     domain (``/a/b.h5/c.h5``), or with the same view name (``/a`` and ``/a.h5`` are both
     ``tiff/a``) would hide one of them in the mount, so it is refused before anything is
     written."""
-    mine = domain_leaf_paths(path)
-    # a listing only; the few paths that collide are read to see whether they are domains
-    # (with a root group: what the views show) or HSDS folders
-    for other in catalog.list_domains(include_folders=True):
-        if other == path:
-            continue
-        why = None
-        for a, b in zip(mine, domain_leaf_paths(other)):
-            if a == b:
-                why = f"domain {path} and existing domain {other} would both be {a} in the mount"
-            elif b.startswith(a + "/"):
-                why = f"domain {path} would be {a} in the mount, where existing domain {other} has its folder"
-            elif a.startswith(b + "/"):
-                why = f"domain {path} would lie inside existing domain {other} ({b}) in the mount"
-            if why:
-                break
-        if why and _has_root(catalog, other):
-            return why
+    return _collision(catalog, path, f"domain {path}", domain_leaf_paths(path), may_hold=False)
+
+
+def folder_paths(folder: str) -> list[str]:
+    """Where a folder appears in every view: ``<view>/<its path>``, no suffix."""
+    parts = [p for p in folder.split("/") if p]
+    return ["/".join([f.name] + parts) for f in formats()]
+
+
+def folder_conflict(catalog: Catalog, folder: str) -> str | None:
+    """Why a new folder ``folder`` would collide with a domain in a view, else None: it is
+    ``<view>/<folder>`` in every view, so ``/a`` would be ``tiff/a``, domain ``/a.h5``'s name
+    there, and ``/x/y`` would lie inside domain ``/x``."""
+    return _collision(catalog, folder, f"folder {folder}", folder_paths(folder), may_hold=True)
+
+
+def folder_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a folder (a directory made above domains), else None: a
+    name the views give domains (``x.zarr``, ``x.h5``, ``x.nc``...) would show a folder
+    where tools look for a domain."""
+    if not name or name.startswith("."):
+        return "a folder's name cannot start with '.'"
+    endings = sorted({e for f in formats() for e in (f.suffix, *f.keeps_names) if e})
+    if any(name.endswith(e) for e in endings):
+        return f"a folder's name cannot end in {', '.join(endings)} (the views' names of domains)"
     return None
 
 
-def _has_root(catalog: Catalog, path: str) -> bool:
+def _collision(catalog: Catalog, path: str, what: str, mine: list[str], may_hold: bool) -> str | None:
+    """Why ``mine`` (the new domain's or folder's place in each view) would hide or be hidden
+    by an existing domain or folder, else None. ``may_hold``: others may lie below ``mine``
+    (``mine`` is a folder's). A listing only; the few paths whose names collide are read to
+    see whether they are domains (with a root group) or HSDS folders."""
+    for other in catalog.list_domains(include_folders=True):
+        if other == path:
+            continue
+        as_domain = _overlap(what, mine, may_hold, domain_leaf_paths(other), f"existing domain {other}", False)
+        as_folder = _overlap(what, mine, may_hold, folder_paths(other), f"existing folder {other}", True)
+        if as_domain or as_folder:
+            root = _has_root(catalog, other)
+            if root is not None and (as_domain if root else as_folder):
+                return as_domain if root else as_folder
+    return None
+
+
+def _overlap(what: str, mine: list[str], i_hold: bool, theirs: list[str], other: str, they_hold: bool) -> str | None:
+    """The first view where two places collide: the same name, or one below the other
+    where the upper one is no folder (``*_hold``: a folder, which may have things below)."""
+    for a, b in zip(mine, theirs):
+        if a == b:
+            return f"{what} and {other} would both be {a} in the mount"
+        if b.startswith(a + "/") and not i_hold:
+            return f"{what} would be {a} in the mount, where {other} has its folder"
+        if a.startswith(b + "/") and not they_hold:
+            return f"{what} would lie inside {other} ({b}) in the mount"
+    return None
+
+
+def _has_root(catalog: Catalog, path: str) -> bool | None:
+    """True for a domain, False for a folder, None when neither can be read (gone
+    meanwhile, or unreadable: the views do not show it)."""
     try:
         body = catalog.get_json(keys.domain_key(path))
-    except (NotFound, InvalidInput):  # gone meanwhile, or unreadable: the views do not show it
-        return False
-    return isinstance(body, dict) and bool(body.get("root"))
+    except (NotFound, InvalidInput):
+        return None
+    return bool(body.get("root")) if isinstance(body, dict) else None
 
 
 @dataclass
@@ -152,13 +191,20 @@ class DomainDir(DirNode):
                 if sub in out and not isinstance(out[sub], DomainDir):
                     log.warning("%s: %s hides a domain directory", self.view.name, sub)
                     continue
-                node = self._nodes.get(sub)
-                if not isinstance(node, DomainDir):
-                    node = DomainDir(sub, self.view, self.ctx, self.domains, self.prefix + (sub,))
-                out.setdefault(sub, node)
+                out.setdefault(sub, self._subdir(sub))
+        for folder in self.domains.folders():
+            parts = [p for p in folder.split("/") if p]
+            if tuple(parts[:depth]) == self.prefix and len(parts) > depth:
+                out.setdefault(parts[depth], self._subdir(parts[depth]))  # a domain's name wins
         self._nodes = dict(out)
         self._generation = gen
         return out
+
+    def _subdir(self, name: str) -> "DomainDir":
+        node = self._nodes.get(name)
+        if isinstance(node, DomainDir):
+            return node
+        return DomainDir(name, self.view, self.ctx, self.domains, self.prefix + (name,))
 
     def _domain_leaf(self, path: str, leaf: str) -> Node:
         """A lazy leaf: the domain is loaded and rendered on first use, not on listing."""
@@ -228,12 +274,13 @@ class _DirLeaf(DirNode):
 
 
 class DomainList:
-    """The store's domains, re-listed at most every ``ttl`` seconds."""
+    """The store's domains and folders, re-listed at most every ``ttl`` seconds."""
 
     def __init__(self, catalog: Catalog, ttl: float = 5.0) -> None:
         self.catalog = catalog
         self.ttl = ttl
         self._paths: list[str] = []
+        self._folders: list[str] = []
         self._at = -1e9
         self._gen = 0
         self._lock = threading.Lock()
@@ -243,13 +290,13 @@ class DomainList:
             if not force and time.monotonic() - self._at < self.ttl:
                 return
             try:
-                paths = self.catalog.list_domains()
+                paths, folders = self.catalog.list_tree()
             except PolyfsError as exc:
                 log.error("cannot list domains: %s", exc)
                 return
             self._at = time.monotonic()
-            if paths != self._paths:
-                self._paths = paths
+            if paths != self._paths or folders != self._folders:
+                self._paths, self._folders = paths, folders
                 self._gen += 1
 
     def fresh(self) -> bool:
@@ -259,6 +306,11 @@ class DomainList:
     def paths(self) -> list[str]:
         self.refresh()
         return list(self._paths)
+
+    def folders(self) -> list[str]:
+        """HSDS folders: directories in every view even with no domain inside."""
+        self.refresh()
+        return list(self._folders)
 
     def generation(self) -> int:
         self.refresh()

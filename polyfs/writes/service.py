@@ -42,7 +42,8 @@ from ..model.schema import Attribute, Dataset, Group, now
 from ..model.tree import DomainModel
 from ..views import hdmf
 from ..views.base import ViewContext
-from ..views.root import domain_leaf_paths, view_conflict
+from ..views.root import (domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict,
+                          view_parts)
 from .chunkin import stored_dtype, to_stored
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
                        WrittenFile, file_members)
@@ -162,17 +163,24 @@ class WriteService:
         return t.new_domain_path() if t.view.kind == "file" else None
 
     def view_prefixes(self, path: str) -> list[str]:
-        """Where the domain of ``path`` appears in every view (for cache invalidation)."""
+        """Where the domain of ``path`` appears in every view (for cache invalidation); above
+        domains, where that directory (a folder) appears in every view."""
         t = self.route(path)
-        return [path] if t.domain is None else domain_leaf_paths(t.domain)
+        if t.domain is None:
+            return folder_paths("/" + "/".join(t.parts)) if t.parts else [path]
+        return domain_leaf_paths(t.domain)
 
     # -- directories ---------------------------------------------------------------------
     def mkdir(self, path: str) -> None:
         t = self.route(path)
         if t.domain is None:
             dom = t.new_domain_path()
-            if dom is None or t.view.kind != "dir":  # a file view (hdf5/x.h5) makes no domain by mkdir
-                raise NotPermitted(f"{path}: only <name>{t.suffix} directories (new domains) can be made here")
+            if dom is None:
+                self._make_folder(t, path)
+                return
+            if t.view.kind != "dir":  # a file view (hdf5/x.h5) makes no domain by mkdir
+                raise NotPermitted(f"{path}: a domain is a file in {t.view.name}/: write it instead (a folder's "
+                                   f"name cannot end in {t.suffix})")
             why = view_conflict(self.catalog, dom)
             if why:  # it would hide that domain (or itself) in another view; EEXIST is not logged
                 log.warning("mkdir refused (EEXIST): %s: %s", path, why)
@@ -192,10 +200,41 @@ class WriteService:
             return  # chunk directories (c/0/...) exist as their files do: nothing to store
         raise NotPermitted(f"{path}: cannot create a directory here")
 
+    def _make_folder(self, t: Target, path: str) -> None:
+        """``mkdir`` above domains makes an HSDS folder (a ``.domain.json`` without a root), so
+        ``mkdir -p run/1 && cp x.h5 run/1/`` and ``cp -r`` of a directory of arrays work as on
+        a disk; the folder is a directory in every view, as HSDS's own folders are."""
+        why = folder_name_problem(t.parts[-1])
+        if why:
+            raise NotPermitted(f"{path}: {why}; a new domain is <name>{t.suffix}")
+        folder = "/" + "/".join(t.parts)
+        clash = folder_conflict(self.catalog, folder)
+        if clash:
+            log.warning("mkdir refused (EEXIST): %s: %s", path, clash)
+            raise AlreadyExists(f"{path}: {clash}")
+        self.editor.create_folder(folder)
+        self.router.domains.refresh(force=True)
+
+    def _remove_folder(self, t: Target, path: str) -> None:
+        """``rmdir`` above domains: only an empty directory goes (a folder object, if one is
+        there, with it); one that held domains only is gone with its last domain already."""
+        if not t.parts:
+            raise NotPermitted(f"{path}: a view's directory cannot be removed")
+        folder = "/" + "/".join(t.parts)
+        self.router.domains.refresh(force=True)  # another host may have put a domain inside
+        here = tuple(t.parts)
+        if any(tuple(view_parts(t.suffix, t.view.keeps_names, d)[:len(here)]) == here
+               for d in self.router.domains.paths()) \
+                or any(f.startswith(folder + "/") for f in self.router.domains.folders()):
+            raise NotEmpty(path)
+        if self.editor.delete_folder(folder):
+            self.router.domains.refresh(force=True)
+
     def rmdir(self, path: str) -> None:
         t = self.route(path)
         if t.domain is None:
-            raise NotPermitted(f"{path}: not a domain, group or array directory")
+            self._remove_folder(t, path)
+            return
         if t.rest:
             if isinstance(t.obj, Dataset) and self._has_chunks_below(t):
                 raise NotEmpty(path)

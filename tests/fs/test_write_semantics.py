@@ -207,8 +207,8 @@ def test_zarr_mkdir_name_zarr_creates_domain(fs):
     assert fs.ls("zarr/exp.zarr") == ["zarr.json"] and fs.ls("n5/exp.n5") == ["attributes.json"]
     with h5_view(fs, "exp") as f:
         assert list(f.keys()) == [] and dict(f.attrs) == {}
-    # nested domain folders are not made by mkdir: only <name>.zarr right in the view dir
-    refused(fs, errno.EPERM, fs.mkdir, "zarr/plain")
+    # another name makes a folder (test_folders.py); a name another view gives domains, none
+    refused(fs, errno.EPERM, fs.mkdir, "zarr/plain.n5")
     refused(fs, errno.EEXIST, fs.mkdir, "zarr/exp.zarr")
 
 
@@ -853,8 +853,7 @@ def test_n5_mkdir_name_n5_creates_domain(fs):
     fs.write_json("n5/vol.n5/attributes.json", {"n5": "2.0.0", "a": 1})
     assert fs.read_json("n5/vol.n5/attributes.json") == {"n5": "4.0.0", "a": 1}  # the view's version
     assert fs.read_json("zarr/vol.zarr/zarr.json") == zarr_group_meta({"a": 1})
-    refused(fs, errno.EPERM, fs.mkdir, "n5/plain")
-    refused(fs, errno.EPERM, fs.mkdir, "n5/vol.zarr")  # the N5 view makes <name>.n5 only
+    refused(fs, errno.EPERM, fs.mkdir, "n5/vol.zarr")  # the N5 view makes <name>.n5 domains only
     refused(fs, errno.EEXIST, fs.mkdir, "n5/vol.n5")
 
 
@@ -1180,8 +1179,7 @@ def test_hdf5_view_takes_only_its_domain_files(zfs, caplog):
     fs = zfs
     make_zarr(fs, "zarr/t.zarr/a", zarr_array_meta((4, 4), "<u1", (2, 2)), rng_data((4, 4), "<u1"))
     assert fs.ls("hdf5") == ["t.h5"]
-    refused(fs, errno.EPERM, lambda: fs.mkdir("hdf5/x"))
-    refused(fs, errno.EPERM, lambda: fs.mkdir("hdf5/x.h5"))
+    refused(fs, errno.EPERM, lambda: fs.mkdir("hdf5/x.h5"))  # hdf5/x makes a folder (test_folders.py)
     refused(fs, errno.EINVAL, lambda: fs.write_file("hdf5/new.h5", b"x"))  # not HDF5: no domain made
     refused(fs, errno.EPERM, lambda: fs.write_file("hdf5/notes.txt", b"x"))
     # the refusal names what a new domain's file may be called (X.NC is not x.nc)
@@ -1297,7 +1295,7 @@ def test_error_eperm(zfs):
     fs = zfs
     refused(fs, errno.EPERM, fs.write_file, "zarr/loose.txt", b"x")  # outside a domain
     refused(fs, errno.EPERM, fs.write_file, "n5/loose.txt", b"x")
-    refused(fs, errno.EPERM, fs.mkdir, "zarr/notadomain")
+    refused(fs, errno.EPERM, fs.mkdir, "zarr/.notadomain")
     refused(fs, errno.EPERM, fs.write_json, "zarr/t.zarr/zarr.json", zarr_array_meta((4, 4), "<i4", (2, 2)))
     refused(fs, errno.EPERM, fs.write_json, "n5/t.n5/attributes.json", n5_attrs((4, 4), "int32", (2, 2)))
     refused(fs, errno.EPERM, fs.symlink, "zarr/t.zarr/s", "x")

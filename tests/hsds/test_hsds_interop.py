@@ -390,3 +390,38 @@ def test_two_daemons_writing_one_domain_at_once_are_read_whole_by_hsds(hsds, mou
             assert sorted(f[f"g{me}"].attrs) == sorted(f"{me}{k}" for k in range(20))
             for k in range(20):
                 assert np.array_equal(f[f"{me}{k}"][()], np.full((6, 5), k * sign, "<i4")), f"{me}{k}"
+
+
+def test_files_written_into_hsds_folders_through_the_views_read_through_h5pyd(hsds, mount_store, tmp_path):
+    """HSDS's own folders (``/home/admin/``, made by ``h5pyd.Folder``) are directories in the
+    mount; an HDF5 file copied into one (``hdf5/``), a TIFF written with tifffile (``tiff/``)
+    and a folder made there with ``mkdir`` are what h5pyd then reads and lists."""
+    import shutil
+
+    import h5py
+    import h5pyd
+    import tifffile
+
+    m = mount_store(str(hsds.store_dir))
+    assert (m.path / "hdf5/home/admin").is_dir() and (m.path / "zarr/home/admin").is_dir()
+    src = tmp_path / "w.h5"
+    gz = np.arange(600, dtype="<i4").reshape(20, 30)
+    with h5py.File(src, "w") as f:
+        f.attrs["title"] = "made by h5py"
+        f.create_group("grp").create_dataset("gz", data=gz, chunks=(8, 8), compression="gzip", shuffle=True)
+        f.create_dataset("plain", data=np.linspace(0, 1, 50))
+        f.create_dataset("fill", shape=(10, 10), dtype="<u2", chunks=(5, 5), fillvalue=9)
+    (m.path / "hdf5/home/admin/runs").mkdir()
+    shutil.copy(src, m.path / "hdf5/home/admin/runs/w.h5")
+    img = (np.arange(64 * 80) % 251).astype("<u2").reshape(64, 80)
+    (m.path / "tiff/home/admin/scan").mkdir()
+    tifffile.imwrite(m.path / "tiff/home/admin/scan/img.tif", img, tile=(16, 16), compression="zlib")
+    assert {"runs", "scan.h5"} <= set(h5pyd.Folder("/home/admin/", **hsds.kw))
+    assert list(h5pyd.Folder("/home/admin/runs/", **hsds.kw)) == ["w.h5"]  # mkdir made an HSDS folder
+    with h5pyd.File("/home/admin/runs/w.h5", "r", **hsds.kw) as f:
+        assert f.attrs["title"] in ("made by h5py", b"made by h5py")
+        assert np.array_equal(f["grp/gz"][()], gz)
+        assert np.array_equal(f["plain"][()], np.linspace(0, 1, 50))
+        assert np.array_equal(f["fill"][()], np.full((10, 10), 9, "<u2"))
+    with h5pyd.File("/home/admin/scan.h5", "r", **hsds.kw) as f:
+        assert np.array_equal(f["img"][()], img)

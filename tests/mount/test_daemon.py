@@ -71,7 +71,7 @@ def test_mount_lists_views_and_refuses_writes(mount_store, store_dir):
         (m.path / "zarr" / "new-file").write_bytes(b"x")
     assert ei.value.errno == errno.EPERM
     with pytest.raises(OSError) as ei:
-        os.mkdir(m.path / "zarr" / "not-a-domain")
+        os.mkdir(m.path / "zarr" / "not-a-domain.n5")  # another view's domain name (other names: folders)
     assert ei.value.errno == errno.EPERM
     ro = mount_store(str(store_dir), "ro")
     for view in names:
