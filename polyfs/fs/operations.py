@@ -42,6 +42,11 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
 # the CPU of a directory walk (bench_read (c): 72 -> 49 us of daemon CPU per entry).
 GC_THRESHOLDS = (20000, 20, 20)
 _LOOKUP = object()  # _node_attr: find the node's domain from its path
+# Directories of domains written through this mount: the kernel may keep them this long. Their
+# attributes never change and every removal is pushed to the kernel, while each path a writer
+# walks (``arr.zarr/c/0/1/0``) costs one LOOKUP per directory without it (zarr-python: ~90
+# LOOKUP/GETATTR per shard written); files stay at 0, their sizes change with every write.
+VOLATILE_DIR_TIMEOUT = 1.0
 
 
 @dataclass
@@ -157,11 +162,14 @@ class Operations(pyfuse3.Operations):
         return entry.domain
 
     def _timeout(self, path: str, domain: str, node: Node | None = None) -> float:
-        """How long the kernel may keep a name and its attributes: 0 in domains written
-        through this mount and for files and directories being made (not stored yet, or
-        refused), the domain list's time above domains, else ``entry_timeout``."""
-        if self.volatile(path) or isinstance(node, (PendingFile, PendingDir)):
+        """How long the kernel may keep a name and its attributes: 0 for files in domains
+        written through this mount (their directories: VOLATILE_DIR_TIMEOUT) and for files and
+        directories being made (not stored yet, or refused), the domain list's time above
+        domains, else ``entry_timeout``."""
+        if isinstance(node, (PendingFile, PendingDir)):
             return 0.0
+        if self.volatile(path):
+            return VOLATILE_DIR_TIMEOUT if node is not None and node.is_dir else 0.0
         return self.entry_timeout if domain else self.tree_timeout
 
     def _handed(self, entry: InodeEntry, timeout: float, name: bool, since: int) -> None:
@@ -186,7 +194,11 @@ class Operations(pyfuse3.Operations):
     def domains_changed(self, domains: list[str]) -> None:
         """The store changed under these domains (another writer, found by the watcher; or a
         chunk rewritten behind polyfs's back): nodes are resolved again, and the kernel drops
-        the names, attributes and pages it holds of them in every view. Any thread."""
+        the names, attributes and pages it holds of them in every view. Any thread. The domain
+        list is read again first: a lookup after the push must not find a deleted domain in
+        the list as last read, and hand the kernel its name again for ``entry_timeout``."""
+        if self.domains.domains is not None:
+            self.domains.domains.refresh(force=True)
         self.bump()
         prefixes = [p for d in domains for p in domain_leaf_paths(d)]
         if not prefixes:

@@ -89,42 +89,39 @@ def folder_name_problem(name: str) -> str | None:
 
 def _collision(catalog: Catalog, path: str, what: str, mine: list[str], may_hold: bool) -> str | None:
     """Why ``mine`` (the new domain's or folder's place in each view) would hide or be hidden
-    by an existing domain or folder, else None. ``may_hold``: others may lie below ``mine``
-    (``mine`` is a folder's). A listing only; the few paths whose names collide are read to
-    see whether they are domains (with a root group) or HSDS folders."""
+    by an existing domain, else None. ``may_hold``: others may lie below ``mine`` (``mine`` is
+    a folder's). An existing folder blocks nothing: a domain shown at its place wins (HSDS
+    keeps ``/home/`` and ``/home.h5`` apart; only ``tiff/`` names both ``tiff/home``). A
+    listing only; the few paths whose names collide are read to see whether they are
+    domains (with a root group) or HSDS folders."""
     for other in catalog.list_domains(include_folders=True):
         if other == path:
             continue
-        as_domain = _overlap(what, mine, may_hold, domain_leaf_paths(other), f"existing domain {other}", False)
-        as_folder = _overlap(what, mine, may_hold, folder_paths(other), f"existing folder {other}", True)
-        if as_domain or as_folder:
-            root = _has_root(catalog, other)
-            if root is not None and (as_domain if root else as_folder):
-                return as_domain if root else as_folder
+        why = _overlap(what, mine, may_hold, domain_leaf_paths(other), f"existing domain {other}")
+        if why and _has_root(catalog, other):
+            return why
     return None
 
 
-def _overlap(what: str, mine: list[str], i_hold: bool, theirs: list[str], other: str, they_hold: bool) -> str | None:
+def _overlap(what: str, mine: list[str], i_hold: bool, theirs: list[str], other: str) -> str | None:
     """The first view where two places collide: the same name, or one below the other
-    where the upper one is no folder (``*_hold``: a folder, which may have things below)."""
+    (below ``mine`` is fine when ``i_hold``: a folder has things below it)."""
     for a, b in zip(mine, theirs):
         if a == b:
             return f"{what} and {other} would both be {a} in the mount"
         if b.startswith(a + "/") and not i_hold:
             return f"{what} would be {a} in the mount, where {other} has its folder"
-        if a.startswith(b + "/") and not they_hold:
+        if a.startswith(b + "/"):
             return f"{what} would lie inside {other} ({b}) in the mount"
     return None
 
 
-def _has_root(catalog: Catalog, path: str) -> bool | None:
-    """True for a domain, False for a folder, None when neither can be read (gone
-    meanwhile, or unreadable: the views do not show it)."""
+def _has_root(catalog: Catalog, path: str) -> bool:
     try:
         body = catalog.get_json(keys.domain_key(path))
-    except (NotFound, InvalidInput):
-        return None
-    return bool(body.get("root")) if isinstance(body, dict) else None
+    except (NotFound, InvalidInput):  # gone meanwhile, or unreadable: the views do not show it
+        return False
+    return isinstance(body, dict) and bool(body.get("root"))
 
 
 @dataclass

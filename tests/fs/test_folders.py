@@ -100,10 +100,19 @@ def test_a_folder_that_would_hide_a_domain_is_refused(fs, caplog):
     fs.mkdir("zarr/t2.zarr")  # domain /t2.h5: tiff/t2
     refused(fs, errno.EEXIST, fs.mkdir, "zarr/t2", caplog=caplog, names="tiff/t2")
     fs.mkdir("zarr/t3")  # folder /t3: tiff/t3
-    # a domain that would be the folder's directory in the TIFF view is refused in turn
-    refused(fs, errno.EEXIST, fs.mkdir, "zarr/t3.zarr", caplog=caplog, names="tiff/t3")
     fs.mkdir("zarr/t3/inner.zarr")  # inside it is where domains go
     assert fs.domains() == ["/t2.h5", "/t3/inner.h5"]
+    refused(fs, errno.EEXIST, fs.mkdir, "zarr/t3.zarr")  # would be tiff/t3, holding /t3/inner.h5
+
+
+def test_an_empty_folder_does_not_block_a_domain_of_its_tiff_name(fs):
+    """HSDS keeps folder ``/t4/`` and domain ``/t4.h5`` apart; only ``tiff/`` names both
+    ``tiff/t4``: there the domain is shown, elsewhere both."""
+    fs.mkdir("zarr/t4")
+    fs.mkdir("zarr/t4.zarr")
+    assert fs.domains() == ["/t4.h5"]
+    assert {"t4", "t4.zarr"} <= set(fs.ls("zarr")) and fs.ls("tiff") == ["t4"]
+    assert fs.ls("tiff/t4") == []  # the (empty) domain
 
 
 def test_a_folder_made_by_hsds_shows_empty():
