@@ -24,6 +24,7 @@ from . import FORMAT
 from .spec import DATASET_KEYS, HINT_PREFIX, META, MODE_DEFAULT, MODE_NAMES, N5_KEYS, RESERVED, compression_of, \
     declared_hints, geometry, numpy_dtype, parse_block_header
 
+ZARR_METADATA = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json"})
 HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
 # what a malformed (but valid JSON) attributes.json makes Python raise while it is read
 MALFORMED = (KeyError, TypeError, ValueError, OverflowError, AttributeError, RecursionError)
@@ -75,9 +76,9 @@ def _parse(attrs: dict[str, Any], where: str) -> GroupWrite | ArrayWrite:
         raise UnsupportedType(f"{where}: compression {comp.kind!r} cannot be written "
                               f"(raw, gzip, zstd, bzip2, blosc can)")
     user = user_attributes(attrs)
+    hints = declared_hints(comp, user, len(shape), attrs.get("compression"), npdt)
     return ArrayWrite(shape, T.from_numpy(npdt), block, comp.filters, Incoming(npdt, comp.filters, comp.gzip_member),
-                      None, user, (1,) * len(shape), hints=declared_hints(comp, user, len(shape)),
-                      fill_declared=False)
+                      None, user, (1,) * len(shape), hints=hints, fill_declared=False)
 
 
 class N5Ingester:
@@ -90,6 +91,14 @@ class N5Ingester:
 
     def parse_metadata(self, data: bytes, where: str) -> GroupWrite | ArrayWrite:
         return parse(data, where)
+
+    def refuse_name(self, rest: list[str]) -> str | None:
+        """Zarr metadata (zarr_n5 under zarr-python 3 writes ``.zarray`` and ``0.0`` chunks, not
+        N5; a Zarr v3 writer pointed here writes ``zarr.json``): kept, it would live only in
+        the daemon's memory and vanish at unmount."""
+        if rest[-1] in ZARR_METADATA:
+            return f"Zarr metadata ({rest[-1]}) cannot be written in the N5 view (write Zarr through zarr/)"
+        return None
 
     def shown(self, t: Any, ds: Dataset) -> ArrayWrite:
         from .view import N5Domain

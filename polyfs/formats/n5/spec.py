@@ -44,6 +44,10 @@ AXIS_ATTRS = {
 HINT_PREFIX = "n5_"  # every hint the N5 view keeps starts so (a rewrite replaces only these)
 HINT_ZLIB = HINT_PREFIX + "use_zlib"  # gzip with useZlib: blocks are the stored zlib stream
 HINT_AXIS_ATTRS = HINT_PREFIX + "axis_attributes"  # units/axes/resolution written in another than the per-axis form
+# the compression as written where it reads the same blocks but is spelled otherwise than the view
+# spells it (tensorstore's gzip "level": -1): tensorstore refuses to resize a dataset whose
+# attributes.json reads back with another compression
+HINT_COMPRESSION = HINT_PREFIX + "compression"
 
 
 def not_per_axis(attrs: dict[str, Any], rank: int) -> list[str]:
@@ -51,11 +55,17 @@ def not_per_axis(attrs: dict[str, Any], rank: int) -> list[str]:
     return sorted(k for k in attrs if k in AXIS_ATTRS and not AXIS_ATTRS[k](attrs[k], rank))
 
 
-def declared_hints(compression: Compression, attrs: dict[str, Any], rank: int) -> dict[str, Any]:
-    """The view hints a written dataset ``attributes.json`` leaves (empty for the defaults)."""
+def declared_hints(compression: Compression, attrs: dict[str, Any], rank: int,
+                   declared: Any = None, npdt: np.dtype | None = None) -> dict[str, Any]:
+    """The view hints a written dataset ``attributes.json`` leaves (empty for the defaults);
+    ``declared``: its ``compression`` object as written, for ``npdt`` elements."""
     hints: dict[str, Any] = {}
     if compression.kind == "gzip" and not compression.gzip_member:
         hints[HINT_ZLIB] = True
+    if isinstance(declared, dict) and npdt is not None and compression.filters is not None:
+        shown = compression_for(Pipeline(compression.filters, npdt.itemsize), not compression.gzip_member)
+        if shown is not None and shown != declared:
+            hints[HINT_COMPRESSION] = declared
     odd = not_per_axis(attrs, rank)
     if odd:
         hints[HINT_AXIS_ATTRS] = odd
@@ -189,6 +199,21 @@ def compression_of(attrs: dict, npdt: np.dtype, block: tuple[int, ...]) -> Compr
                                                  int(comp.get("clevel", 5)), int(comp.get("shuffle", 1)),
                                                  BLOSC_CODES[cname])),))
     return Compression(kind, None)
+
+
+def declared_compression(declared: Any, shown: dict, npdt: np.dtype, block: tuple[int, ...]) -> dict:
+    """A writer's own ``compression`` object (a view hint) where it reads the blocks that
+    ``shown`` reads (the same filters, the same gzip framing), else ``shown``."""
+    if not isinstance(declared, dict):
+        return shown
+    try:
+        comp = compression_of({"compression": declared}, npdt, block)
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        return shown
+    if comp.filters is None:
+        return shown
+    same = compression_for(Pipeline(comp.filters, npdt.itemsize), not comp.gzip_member) == shown
+    return declared if same else shown
 
 
 def compression_for(pipe: Pipeline, use_zlib: bool = False) -> dict | None:

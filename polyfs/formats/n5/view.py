@@ -35,6 +35,10 @@ Payloads (chunkserve.py recipes):
   reads it. A dataset whose writer declared ``useZlib: true`` through this
   view (``spec.HINT_ZLIB`` in its view hints) is served as declared: the
   stored zlib stream untouched, which that writer's open handle expects.
+  A writer's ``compression`` object that reads the same blocks but is spelled
+  otherwise (tensorstore's gzip ``"level": -1``) is shown as written
+  (``spec.HINT_COMPRESSION``): tensorstore re-reads it at a resize and refuses
+  any difference.
 - **transcoded** to ``raw`` big-endian (size known from the block shape, so
   listing and ``stat`` never read chunk data) when the stored data is
   little-endian or its pipeline has no N5 spelling (shuffle, fletcher32,
@@ -69,8 +73,8 @@ from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT
-from .spec import (HINT_AXIS_ATTRS, HINT_ZLIB, META, N5_KEYS, N5_VERSION, block_header, compression_for,
-                   data_type_name, not_per_axis)
+from .spec import (HINT_AXIS_ATTRS, HINT_COMPRESSION, HINT_ZLIB, META, N5_KEYS, N5_VERSION, block_header,
+                   compression_for, data_type_name, declared_compression, not_per_axis)
 from ...views.base import DirNode, FileNode, Node, ViewContext
 
 log = logging.getLogger(__name__)
@@ -200,6 +204,9 @@ class DatasetPlan:
 
     def metadata(self) -> dict[str, Any]:
         _, comp = self.recipe_compression
+        # the writer's own spelling of it, where it reads the same blocks (blocks are still
+        # encoded by ``comp``, the view's own spelling)
+        comp = declared_compression(self.hints.get(HINT_COMPRESSION), comp, self.target, self.block)
         meta = dict(self.attributes)
         meta.update({"dimensions": list(reversed(self.shape)), "blockSize": list(reversed(self.block)),
                      "dataType": self.data_type, "compression": comp})

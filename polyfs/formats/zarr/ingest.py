@@ -25,10 +25,12 @@ from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
-from .spec import (DEFAULT_INDEX, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA,
-                   KeyEncoding, ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, fill_json, is_real_transpose,
-                   VLEN_STRING, is_time_type, numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
+from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_PREFIX,
+                   HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA, KeyEncoding, ShardIndex, Spelling,
+                   array_to_bytes_at, bytes_codecs, fill_json, filter_codecs, is_real_transpose, non_spec, VLEN_STRING,
+                   is_time_type, numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
 
+N5_METADATA = "attributes.json"
 TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the view is stored
 
 
@@ -104,8 +106,6 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
                              or not all(d is None or isinstance(d, str) for d in dims)):
         raise _err(where, f"dimension_names {dims!r} must list one name or null per dimension")
     keys = KeyEncoding.from_json(meta.get("chunk_key_encoding"))
-    if keys.name != "default":
-        raise _err(where, f"chunk_key_encoding {keys.name!r} cannot be written through the view (use 'default')")
     filters = tuple(chain.filters)
     per = per_shard(outer, chunks) if index is not None else (1,) * len(shape)
     hints = {HINT_PER_SHARD: list(per)} if index is not None else {HINT_SHARDED: False}
@@ -113,7 +113,10 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
         hints[HINT_DATA_TYPE] = data_type  # stored as int64 (time) or text (utf32), shown back as declared
     hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
     # served back as declared: the writer's open handle keeps reading with its own metadata
-    hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX).hints())
+    hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX, keys).hints())
+    declared = inner_codecs[ab + 1:len(inner_codecs) - (1 if chain.strip_crc32c else 0)]
+    if declared != filter_codecs(chain.filters, npdt.itemsize) or non_spec(declared):  # zstd checksum, numcodecs.*
+        hints[HINT_CODECS] = declared
     elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
     attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
     inc = Incoming(elem, filters, chain.gzip, chain.strip_crc32c, unframe)
@@ -155,6 +158,8 @@ class ZarrIngester:
         """Zarr v2 metadata: a v2 array written here would live only in the daemon's memory."""
         if rest[-1] in V2_METADATA:
             return f"Zarr v2 metadata ({rest[-1]}) cannot be written: this view is Zarr v3 (write with zarr_format=3)"
+        if rest[-1] == N5_METADATA:  # an N5 writer (tensorstore's n5 driver) pointed here: its data would vanish
+            return f"N5 metadata ({N5_METADATA}) cannot be written in the Zarr view (write N5 through n5/)"
         return None
 
     def shown(self, t: Any, ds: Dataset) -> ArrayWrite:
@@ -181,12 +186,8 @@ class ZarrIngester:
 
     def dir_position(self, rest: list[str], decl: ArrayWrite) -> tuple[list[int], int] | None:
         keys, _ = decl.layout
-        if keys.separator != "/" or not rest or rest[0] != "c":
-            return None
-        want = rest[1:]
-        if not all(p.isdigit() for p in want) or len(want) > len(decl.shape):
-            return None
-        return [int(p) for p in want], 0
+        want = keys.dir_position(rest, len(decl.shape))
+        return None if want is None else (want, 0)
 
     def chunks_in(self, src: ByteSource, decl: ArrayWrite, members: dict[int, tuple[int, ...]],
                   where: str) -> Iterator[WrittenChunk]:

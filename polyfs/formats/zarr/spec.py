@@ -235,6 +235,8 @@ HINT_PER_SHARD = HINT_PREFIX + "chunks_per_shard"  # the writer's shard shape, i
 HINT_SHARDED = HINT_PREFIX + "sharded"  # False: the writer wrote one file per chunk
 HINT_DATA_TYPE = HINT_PREFIX + "data_type"  # a time data type declared for an int64 array (TIME_TYPES)
 HINT_SHAPE = HINT_PREFIX + "shape"  # the shape the last zarr.json written declared (cf.unlimited_shapes)
+HINT_KEYS = HINT_PREFIX + "chunk_key_encoding"  # the writer's chunk file names ("." separator, "v2")
+HINT_CODECS = HINT_PREFIX + "codecs"  # the writer's bytes-to-bytes codecs, where spelled otherwise than shown
 # groups: the writer consolidated the metadata below it (zarr.consolidate_metadata, xarray's
 # default); the view then serves it, built from the hierarchy as it is at each read
 HINT_CONSOLIDATED = HINT_PREFIX + "consolidated"
@@ -244,38 +246,6 @@ def consolidated(metadata: dict[str, dict]) -> dict[str, Any]:
     """A group's ``consolidated_metadata``: every node below it by relative path (zarr-python's
     inline form; a group in it carries an empty one of its own)."""
     return {"kind": "inline", "must_understand": False, "metadata": metadata}
-
-
-@dataclass(frozen=True)
-class Spelling:
-    """How the view spells an array's chunks beyond what the stored encoding fixes."""
-
-    crc32c: bool = False  # a crc32c codec closes the inner chain
-    index: ShardIndex = DEFAULT_INDEX
-
-    @classmethod
-    def from_hints(cls, hints: dict) -> Spelling:
-        """The spelling kept in a dataset's view hints (the default where none or malformed)."""
-        index = DEFAULT_INDEX
-        cfg = hints.get(HINT_SHARD_INDEX)
-        if isinstance(cfg, dict):
-            try:
-                index = ShardIndex.from_config(cfg)
-            except (ValueError, TypeError, AttributeError):
-                index = DEFAULT_INDEX
-        return cls(hints.get(HINT_CRC32C) is True, index)
-
-    def hints(self) -> dict[str, Any]:
-        """What to keep with the dataset (nothing for the default spelling)."""
-        out: dict[str, Any] = {}
-        if self.crc32c:
-            out[HINT_CRC32C] = True
-        if self.index != DEFAULT_INDEX:
-            out[HINT_SHARD_INDEX] = self.index.config()
-        return out
-
-
-DEFAULT_SPELLING = Spelling()
 
 
 # -- chunk keys ----------------------------------------------------------------------------
@@ -296,6 +266,9 @@ class KeyEncoding:
             raise ValueError(f"chunk key separator {sep!r}")
         return cls(name, sep)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "configuration": {"separator": self.separator}}
+
     def key(self, coords: tuple[int, ...]) -> str:
         if self.name == "default":
             return "c" + "".join(self.separator + str(i) for i in coords) if coords else "c"
@@ -313,6 +286,62 @@ class KeyEncoding:
         if len(parts) != rank or not all(p.isdigit() for p in parts):
             return None
         return tuple(int(p) for p in parts)
+
+    def dir_position(self, rel: list[str], rank: int) -> list[int] | None:
+        """The leading chunk-file coordinates a directory below the array stands for
+        (``["c", "0"]``: ``[0]``; ``[]`` for ``c`` itself), or None: no chunk directory."""
+        if self.separator != "/" or not rel:
+            return None  # "." keys: every chunk file lies in the array's own directory
+        parts = rel
+        if self.name == "default":
+            if parts[0] != "c":
+                return None
+            parts = parts[1:]
+        if not all(p.isdigit() for p in parts) or len(parts) > rank:
+            return None
+        return [int(p) for p in parts]
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How the view spells an array's chunks beyond what the stored encoding fixes."""
+
+    crc32c: bool = False  # a crc32c codec closes the inner chain
+    index: ShardIndex = DEFAULT_INDEX
+    keys: KeyEncoding = KeyEncoding()
+
+    @classmethod
+    def from_hints(cls, hints: dict) -> Spelling:
+        """The spelling kept in a dataset's view hints (the default where none or malformed)."""
+        index = DEFAULT_INDEX
+        cfg = hints.get(HINT_SHARD_INDEX)
+        if isinstance(cfg, dict):
+            try:
+                index = ShardIndex.from_config(cfg)
+            except (ValueError, TypeError, AttributeError):
+                index = DEFAULT_INDEX
+        keys = KeyEncoding()
+        enc = hints.get(HINT_KEYS)
+        if isinstance(enc, dict):
+            try:
+                keys = KeyEncoding.from_json(enc)
+            except (ValueError, TypeError, AttributeError):
+                keys = KeyEncoding()
+        return cls(hints.get(HINT_CRC32C) is True, index, keys)
+
+    def hints(self) -> dict[str, Any]:
+        """What to keep with the dataset (nothing for the default spelling)."""
+        out: dict[str, Any] = {}
+        if self.crc32c:
+            out[HINT_CRC32C] = True
+        if self.index != DEFAULT_INDEX:
+            out[HINT_SHARD_INDEX] = self.index.config()
+        if self.keys != KeyEncoding():
+            out[HINT_KEYS] = self.keys.to_json()
+        return out
+
+
+DEFAULT_SPELLING = Spelling()
 
 
 # -- codec chains ------------------------------------------------------------------------------

@@ -55,7 +55,10 @@ back because zarr-python and tensorstore read with the metadata their open
 handle wrote: a trailing ``crc32c`` inner codec (each served chunk, still
 zero-copy, gets a computed CRC32C trailer) and the shard index's codecs and
 location (``index_location: "start"`` puts the index first; index codecs
-with or without ``crc32c``, either byte order). Arrays without such hints
+with or without ``crc32c``, either byte order), the chunk key encoding (``"."``
+separator: files ``c.0.0`` beside ``zarr.json``; ``v2``: ``0.0`` or ``0/0``), and
+bytes-to-bytes codec settings that decode alike but are spelled otherwise
+(zstd ``checksum``, blosc ``blocksize``/``typesize``...). Arrays without such hints
 are served with ``crc32c``-checked indexes at the end and no inner checksum.
 
 **Unsharded** (``zarr_sharded=False``): one file per stored chunk at
@@ -133,6 +136,10 @@ def shard_factors(grid: tuple[int, ...], chunks: tuple[int, ...], max_chunks: in
 # -- codecs and recipes -----------------------------------------------------------------
 def filter_codecs(pipe: Pipeline) -> list[dict]:
     return spec.filter_codecs(pipe.filters, pipe.itemsize)
+
+
+# zarr-python's numcodecs codecs that read what a Zarr v3 core codec reads (the view shows the core one)
+SAME_BYTES = {"numcodecs.zstd": "zstd", "numcodecs.gzip": "gzip", "numcodecs.blosc": "blosc"}
 
 
 def plain_bytes_codec(zt: hdmf.ZarrType) -> dict:
@@ -304,9 +311,39 @@ class ArrayPlan:
             recipe, codecs = utf32_recipe(self.src, self.utf32)
         else:
             recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
+        recipe, codecs = self.declared_chain(recipe, codecs)
         if self.spelling.crc32c:  # the writer's crc32c: a computed trailer after each served chunk
             return recipe.checksummed(), codecs + [dict(spec.CRC32C_CODEC)]
         return recipe, codecs
+
+    def declared_chain(self, recipe: cs.Recipe, codecs: list[dict]) -> tuple[cs.Recipe, list[dict]]:
+        """The bytes-to-bytes codecs as the array's writer declared them, when they stand for
+        the stored filters: its open handle reads with its own chain, and tensorstore refuses
+        to resize an array whose ``zarr.json`` reads back otherwise. The same codecs spelled
+        otherwise (zstd ``checksum``, blosc ``blocksize``) are shown as written; other codecs
+        for the same filters (``numcodecs.zlib``: the zlib stream, not a gzip member;
+        ``numcodecs.bz2``/``shuffle``, otherwise served decoded) serve the stored bytes as they
+        are, as a local disk would. Else (no hint, filters changed since): ``codecs``."""
+        declared = self.hints.get(spec.HINT_CODECS)
+        if not isinstance(declared, list) or not all(isinstance(c, dict) for c in declared):
+            return recipe, codecs
+        pipe = self.src.pipeline
+        try:
+            chain = spec.bytes_codecs(declared, pipe.itemsize)
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            return recipe, codecs
+        if chain.reason or chain.strip_crc32c or \
+                spec.filter_codecs(chain.filters, pipe.itemsize) != spec.filter_codecs(pipe.filters, pipe.itemsize):
+            return recipe, codecs
+        shown = [c.get("name") for c in codecs[1:]]
+        if [c.get("name") for c in declared] == shown:
+            return recipe, codecs[:1] + declared  # the same codecs, so the same framing
+        if [SAME_BYTES.get(c.get("name"), c.get("name")) for c in declared] == shown:
+            return recipe, codecs  # zarr-python's numcodecs.zstd reads the bytes the core zstd shown reads
+        plain = self.zt.kind == "fixed" and not self.zt.needs_swap and not self.zt.space_padded
+        if not plain or self.utf32 is not None or pipe.opaque:
+            return recipe, codecs
+        return (cs.gzip_spliced() if chain.gzip else cs.stored()), [plain_bytes_codec(self.zt)] + declared
 
     @cached_property
     def spelling(self) -> spec.Spelling:
@@ -379,11 +416,13 @@ class ArrayPlan:
             "zarr_format": 3, "node_type": "array",
             "shape": list(self.shown_shape), "data_type": self.data_type,
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(outer)}},
-            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "chunk_key_encoding": self.spelling.keys.to_json(),
             "fill_value": fill, "codecs": codecs, "attributes": self.attributes,
         }
         if self.dimension_names is not None:
-            meta["dimension_names"] = list(self.dimension_names) + [None] * len(self.zt.inner)
+            # a null name is kept as "" in _ARRAY_DIMENSIONS (netCDF and xarray have no unnamed
+            # dimension): shown as null again, as written (tensorstore compares them at a resize)
+            meta["dimension_names"] = [d or None for d in self.dimension_names] + [None] * len(self.zt.inner)
         return meta
 
     # -- chunk files ------------------------------------------------------------------------
@@ -426,8 +465,9 @@ class ArrayPlan:
         if len(lay.files) == 0:
             return {}
         mtime = self.ds.last_modified or None
+        keys = self.spelling.keys
         if self.is_scalar:
-            return {CHUNK_DIR: FileNode(CHUNK_DIR, lambda: self.file_vfile(0), mtime)}
+            return {keys.key(()): FileNode(keys.key(()), lambda: self.file_vfile(0), mtime)}
         coords = np.stack(np.unravel_index(lay.files, lay.file_grid), axis=-1) if lay.files.size else \
             np.zeros((0, len(lay.file_grid)), dtype=np.int64)
 
@@ -439,7 +479,13 @@ class ArrayPlan:
             return FileNode(name, lambda: self.file_vfile(pos), mtime, size_hint=hint, cheap_hint=True,
                             cheap_build=sizes is not None)
 
-        return {CHUNK_DIR: cs.coord_tree(CHUNK_DIR, coords, np.arange(len(coords)), 0, make_file, mtime)}
+        rows = np.arange(len(coords))
+        if keys.separator != "/":  # the writer's "c.0.0" (or v2 "0.0"): files beside zarr.json
+            names = (keys.key(tuple(int(c) for c in row)) for row in coords.tolist())
+            return {name: make_file(name, r) for name, r in zip(names, rows.tolist())}
+        if keys.name == "default":
+            return {CHUNK_DIR: cs.coord_tree(CHUNK_DIR, coords, rows, 0, make_file, mtime)}
+        return cs.coord_tree("", coords, rows, 0, make_file, mtime).entries()  # v2 "0/0": no "c" level
 
 
 class FileLayout:
