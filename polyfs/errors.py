@@ -44,6 +44,12 @@ class InvalidInput(PolyfsError):
     """Bad data from outside: a file, a JSON body, a parameter."""
 
 
+class Incomplete(InvalidInput):
+    """A file its writer is still writing (a stack tifffile flushes page by page): refused at
+    that flush like bad input, but logged only if it is still so when the file is released
+    (a writer flushing per page would otherwise log once per page)."""
+
+
 class SchemaError(InvalidInput):
     """A store object that does not follow the HSDS object storage schema."""
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pyfuse3
 import trio
 
-from ..errors import PolyfsError, errno_of, one_line
+from ..errors import Incomplete, PolyfsError, errno_of, one_line
 
 log = logging.getLogger("polyfs.fs.operations")
 
@@ -32,7 +32,8 @@ def fuse_errors(fn: Callable) -> Callable:
             code = errno_of(exc)
             if code == errno.EIO and not isinstance(exc, PolyfsError):
                 self._log_unexpected(fn.__name__, exc)
-            elif fn.__name__ in WRITE_OPS and code not in (errno.ENOENT, errno.EEXIST):
+            elif fn.__name__ in WRITE_OPS and code not in (errno.ENOENT, errno.EEXIST) \
+                    and not (fn.__name__ == "flush" and isinstance(exc, Incomplete)):
                 log.warning("%s refused (%s): %s", fn.__name__, errno.errorcode.get(code, code), one_line(exc))
             else:
                 log.debug("%s: %s -> %s", fn.__name__, exc, errno.errorcode.get(code, code))

@@ -248,6 +248,7 @@ class PendingFile(FileNode):
         self._gone = False
         self._failed: str | None = None  # why a write of it was lost (scratch I/O): never stored
         self.unlinked = False  # its name was removed while open: never stored again
+        self.incomplete: str | None = None  # its last flush found it still being written: why
 
     # -- the node ----------------------------------------------------------------------------------
     def size(self) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import pyfuse3
 
 from .. import memory
-from ..errors import CrossDevice, InvalidInput, IsADirectory, NotFound, NotPermitted, UnsupportedType
+from ..errors import CrossDevice, Incomplete, InvalidInput, IsADirectory, NotFound, NotPermitted, UnsupportedType, one_line
 from ..model.schema import Dataset
 from ..views.root import domain_leaf_paths
 from ..writes.router import Target
@@ -297,10 +297,12 @@ class WriteSide:
                     read, base_time = {}, min(base_time, missed)
             seen = set().union(*(vf.object_keys() for vf in read.values())) if read is not None else None
             self.service.ingest(target, pending, base_time, writer, seen)
-        except Exception:
+        except Exception as exc:
             pending.dirty = False  # refused: the writer hears it from this flush, not again at release
+            pending.incomplete = one_line(exc) if isinstance(exc, Incomplete) else None
             raise
         pending.dirty = False
+        pending.incomplete = None
         self._read_at.pop((writer, target), None)  # its next read-modify-write starts anew
         self._seen.pop((writer, target), None)
         for above in self._misses_above(writer, target):  # it knows what is there now: it wrote it
@@ -429,6 +431,9 @@ class WriteSide:
             await self.flush_handle(handle)
         except Exception as exc:  # noqa: BLE001 - release has no one to report to
             log.error("%s: not stored at release: %s", p.path, exc)
+        else:
+            if p.incomplete:  # its flushes were refused quietly: still so at the last close, say it once
+                log.warning("%s: not stored at release: %s", p.path, p.incomplete)
         if p.ingest or self.overlay.files.get(p.path) is not p:
             self._retire(p)  # the view shows the stored file from now on (or it was unlinked)
 

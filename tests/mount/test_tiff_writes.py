@@ -261,7 +261,8 @@ def test_new_tiff_by_libtiff_tools(mount_store, imported, tmp_path, tool):
 def test_pages_written_one_by_one(mount_store, imported):
     """tifffile writes uncompressed pixels through a duplicated descriptor whose close flushes the
     file before that page's IFD exists: such flushes are refused (the file is incomplete; nothing is
-    stored), the close of the finished file stores it. Each page its own series: one stack."""
+    stored) without a log line each, the close of the finished file stores it. Each page its own
+    series: one stack."""
     store, _ = imported
     m = mount_store(str(store))
     stack = np.random.default_rng(15).integers(0, 60000, (3, 40, 30)).astype("uint16")
@@ -274,8 +275,7 @@ def test_pages_written_one_by_one(mount_store, imported):
         for page in smaller:
             tw.write(page, photometric="minisblack", contiguous=False)
     assert_everywhere(m, store, "stack", smaller)
-    lines = refusal_lines(m, "tiff/exp/stack.tif")
-    assert lines and all("incomplete" in ln for ln in lines), lines
+    assert refusal_lines(m, "tiff/exp/stack.tif") == []
 
 
 # -- existing datasets ------------------------------------------------------------------------
@@ -487,6 +487,9 @@ def test_bad_files_are_refused_and_leave_the_store_as_it_was(mount_store, import
                 f.write(data)
             assert ei.value.errno in (errno.EINVAL, errno.EIO, errno.EOPNOTSUPP), (why, name)
             assert snapshot(store) == before, (why, name)
+            deadline = time.monotonic() + 3  # an incomplete file is logged at its release, after close()
+            while len(refusal_lines(m, rel)) == seen and time.monotonic() < deadline:
+                time.sleep(0.05)
             lines = refusal_lines(m, rel)
             assert len(lines) == seen + 1, (why, name, lines)
             time.sleep(0.3)

@@ -67,12 +67,13 @@ from ...writes.protocol import (
 from .image import written_stem
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
-from .geo import GEO_TAG_NAMES, geo_attributes, geo_tags
+from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags
 from .source import SeriesLayout, TiffImporter, geometry, image_attributes
 from .written import (
     BaseSource,
     VerifyingWriter,
     check_chain,
+    check_complete,
     exact_deflate,
     frames,
     one_series,
@@ -87,6 +88,7 @@ log = logging.getLogger(__name__)
 VALIDATE_THREADS = 4
 # attributes a rewritten file sets on its existing dataset (the rest describe how it was written)
 REPLACED_ATTRIBUTES = ("resolution", "resolution_unit")
+KEPT_TEXT = ("image_description",)  # the writer's own ImageDescription (source.foreign_description)
 
 
 def _options(where: str) -> ImportOptions:
@@ -139,10 +141,12 @@ class TiffIngester:
             check_chain(src, where)
             tif = open_tiff(src)
             try:
+                check_complete(tif, src, where)
                 appended = pages_beyond(tif, where) > 0
                 if appended:  # pages appended after those its description lists: a longer stack
                     tif.close()
                     tif = open_tiff(src, generic=True)
+                one_series(tif, where)  # a file that is refused says nothing about what it drops
                 _say_levels_dropped(tif, where)
                 if existing is None:
                     return self._new(t, parent, name, tif, src, where)
@@ -212,6 +216,7 @@ class TiffIngester:
             with open_tiff(BaseSource(base)) as old:
                 before = [(np.asarray(p.dataoffsets, np.int64), np.asarray(p.databytecounts, np.int64))
                           for p in frames(old)]
+                served = _plain_tags(old.pages.first)
         except Exception:  # noqa: BLE001 - the view's own file: it parses, unless the model moved meanwhile
             return None
         img = Segments.of(pages, key, geo, lead, dtype, where)
@@ -229,6 +234,11 @@ class TiffIngester:
         tags = _geo_change(ds, key)
         if tags is not None:
             out.objects.append(tags)
+        dropped = _tags_changed(served, key)
+        if dropped:
+            log.warning("%s: %s changed in place %s not kept (the view's file shows the dataset's own; rewrite "
+                        "the file to change a resolution or description)", where, ", ".join(dropped),
+                        "is" if len(dropped) == 1 else "are")
         if not changed:
             return out
         chunks: dict[tuple[int, ...], set[tuple[int, int]]] = {}
@@ -244,7 +254,7 @@ class TiffIngester:
                 _check_segment(ds, img, src, *img.segment_of(coords), where)
                 return
             for n, t_ in segs:
-                img.segment(src, n, t_, where)  # decodes, or refuses the file
+                _check_bools(ds, img.segment(src, n, t_, where), where, n, t_)  # decodes, or refuses the file
 
         _each(check, sorted(chunks.items()))
         idx = self.catalog.chunk_index(ds)
@@ -320,6 +330,7 @@ class TiffIngester:
         pipe = self.catalog.pipeline(ds)
         whole = img.aligned(target)
         fill = values.fill_array(ds.type, ds.fill_value, ())
+        missing_is_fill = _same_value(_as_values(fill, img.dtype), getattr(img, "missing", 0))
         cache = SegmentCache()  # a strip or tile spanning several chunks is decoded once
 
         idx = self.catalog.chunk_index(ds)
@@ -337,13 +348,14 @@ class TiffIngester:
             if whole:
                 n, t_ = img.segment_of(coords)
                 data = img.raw(src, n, t_, where)
-                if data is None:
-                    return coords, False
+                if data is None:  # unwritten: its nodata value (or 0); no chunk when that is the fill
+                    return coords, not missing_is_fill
                 if same and stored(coords) == len(data) and self.catalog.store.get(idx.key_of(coords)) == data:
                     return coords, None  # the tile is the stored chunk (a file written back as read)
                 _check_segment(target, img, src, n, t_, where)
                 return coords, True
             block = img.read(src, chunk_region(target, coords), where, cache=cache)
+            _check_bools(ds, block, where)
             return coords, not bool(np.all(block == _as_values(fill, block.dtype)))
 
         grid = target.grid
@@ -382,11 +394,11 @@ class TiffIngester:
 
     @staticmethod
     def _attributes(ds: Dataset, tif: Any, series: Any, lay: SeriesLayout) -> dict[str, Attribute]:
-        """Resolution (when the file gives a unit), ImageJ metadata and GeoTIFF/GDAL tags the file carries, where they
-        differ from the dataset's."""
+        """Resolution (when the file gives a unit), ImageJ metadata, the writer's own ImageDescription and
+        GeoTIFF/GDAL tags the file carries, where they differ from the dataset's."""
         got = image_attributes(tif, series, lay.key, lay.axes)
         unit = got.get("resolution_unit")
-        keep = {k: v for k, v in got.items() if k.startswith("imagej_") or k in GEO_TAG_NAMES
+        keep = {k: v for k, v in got.items() if k.startswith("imagej_") or k in GEO_TAG_NAMES or k in KEPT_TEXT
                 or (k in REPLACED_ATTRIBUTES and unit is not None and unit[2] != "none")}
         out = {}
         for k, (typ, shape, value) in keep.items():
@@ -416,6 +428,39 @@ def _geo_change(ds: Dataset, key: Any) -> ObjectChange | None:
     return None if change.is_empty() else change
 
 
+# tags an in-place edit changes with the tiles (where they are), that geo.py keeps, or that writers
+# set for themselves (Software, DateTime: GDAL copies a source's into a file it updates)
+_LAYOUT_TAGS = frozenset({273, 279, 305, 306, 324, 325, *(g.code for g in GEO_TAGS)})
+
+
+def _plain_tags(page: Any) -> dict[int, tuple[str, Any]]:
+    """A page's tags other than its tiles' offsets and byte counts and the GeoTIFF/GDAL ones."""
+    return {t.code: (t.name, t.value) for t in page.tags.values() if t.code not in _LAYOUT_TAGS}
+
+
+def _tags_changed(served: dict[int, tuple[str, Any]], key: Any) -> list[str]:
+    """Names of the tags (other than layout and geo ones) a file edited in place added, removed or
+    changed from those the view's file served (``tiffset``, tifffile's ``TiffTag.overwrite``)."""
+    now_ = _plain_tags(key)
+    if 270 in now_ and getattr(key, "description", None) == getattr(key, "shaped_description", None):
+        now_.pop(270)  # tifffile's shaped JSON (gdalwarp copies a source's into the file it updates): no edit
+        served.pop(270, None)
+    out = []
+    for code in sorted(set(served) | set(now_)):
+        a, b = served.get(code), now_.get(code)
+        if a is None or b is None:
+            out.append((a or b)[0])  # type: ignore[index]
+            continue
+        try:
+            same = bool(np.array_equal(np.asarray(a[1], dtype=object), np.asarray(b[1], dtype=object))) \
+                if not isinstance(a[1], (str, bytes)) else a[1] == b[1]
+        except Exception:  # noqa: BLE001 - values numpy cannot compare: as text
+            same = repr(a[1]) == repr(b[1])
+        if not same:
+            out.append(a[0])
+    return out
+
+
 def _dtype(page: Any, tif: Any) -> np.dtype | None:
     try:
         return np.dtype(page.dtype).newbyteorder(tif.byteorder)
@@ -431,6 +476,14 @@ def _same_type(ds: Dataset, dtype: np.dtype) -> bool:
     if have.kind == dtype.kind and have.itemsize == dtype.itemsize:
         return True
     return have.itemsize == dtype.itemsize == 1 and {have.kind, dtype.kind} <= {"b", "u"}
+
+
+def _same_value(a: np.ndarray, b: Any) -> bool:
+    """One element equal to another (NaN equal to NaN)."""
+    x, y = np.asarray(a), np.asarray(b)
+    if x.dtype.kind in "fc" or y.dtype.kind in "fc":
+        return bool(np.all((x == y) | (np.isnan(x) & np.isnan(y))))
+    return bool(np.all(x == y))
 
 
 def _resized(ds: Dataset, dims: tuple[int, ...]) -> Dataset:
@@ -456,7 +509,7 @@ def _check_segment(ds: Dataset, img: Segments, src: ByteSource, n: int, t: int, 
     if data is None:
         return
     if img.filters is None:
-        img.segment(src, n, t, where)
+        _check_bools(ds, img.segment(src, n, t, where), where, n, t)
         return
     inc = Incoming(img.dtype, tuple(img.filters))
     try:
@@ -465,6 +518,18 @@ def _check_segment(ds: Dataset, img: Segments, src: ByteSource, n: int, t: int, 
         raise CodecError(f"{where}: page {n} segment {t} does not decode ({' '.join(str(exc).split())})") from None
     if len(raw) != ds.chunk_nbytes:
         raise InvalidInput(f"{where}: page {n} segment {t} decodes to {len(raw)} bytes, not {ds.chunk_nbytes}")
+    _check_bools(ds, np.frombuffer(raw, dtype=img.dtype), where, n, t)
+
+
+def _check_bools(ds: Dataset, values_: np.ndarray | None, where: str, n: int | None = None,
+                 t: int | None = None) -> None:
+    """A boolean dataset (shown as 8-bit 0 and 1) takes 8-bit pixels of 0 and 1 only: others
+    (a viewer's 255 for "on") would all be stored as 1."""
+    if values_ is None or stored_dtype(ds).kind != "b" or values_.dtype.kind == "b" or not values_.size:
+        return
+    if bool(np.any(values_ > 1)):
+        at = f"page {n} segment {t}" if n is not None else "the image"
+        raise InvalidInput(f"{where}: {at} holds values other than 0 and 1; the dataset is boolean")
 
 
 def _chunks_of(ds: Dataset, box: tuple[slice, ...]) -> Iterator[tuple[int, ...]]:

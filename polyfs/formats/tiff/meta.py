@@ -37,7 +37,8 @@ CZYX, 5-D TCZYX).
 
 Values are listed slowest-first like the dimensions (C order); a list of the
 dataset's rank gives one size per dimension, a list of two the (Y, X) sizes,
-a scalar the size of every spatial axis. Units come from the NGFF axes, else
+a list of one per spatial axis (Z, Y, X of a CZYX image) those, a scalar the
+size of every spatial axis. Units come from the NGFF axes, else
 from a ``unit``/``units`` attribute (one string, or a list per dimension),
 else micrometers (``element_size_um`` is always micrometers). The X/Y sizes
 also become the TIFF XResolution/YResolution tags (pixels per centimeter)
@@ -202,11 +203,17 @@ def _numbers(v: Any) -> list[float] | None:
     return None
 
 
-def _per_dim(values: list[float], rank: int, spatial: list[bool]) -> list[float | None] | None:
+def _per_dim(values: list[Any], rank: int, spatial: list[bool]) -> list[Any] | None:
+    """Values of some dims spread over all ``rank`` (None where none is given): one per dim, the
+    (Y, X) pair, one per spatial dim in order (Z, Y, X of a TCZYX image), or one for every
+    spatial dim."""
     if len(values) == rank:
         return list(values)
     if len(values) == 2:
-        return [None] * (rank - 2) + values
+        return [None] * (rank - 2) + list(values)
+    if len(values) == sum(spatial) and len(values) > 1:
+        it = iter(values)
+        return [next(it) if s else None for s in spatial]
     if len(values) == 1:
         return [values[0] if s else None for s in spatial]
     return None
@@ -250,11 +257,14 @@ def _imagej_unit(ds: Dataset) -> str | None:
     return u if u in _LENGTH_UNITS else None
 
 
-def _units(v: Any, rank: int) -> list[str | None]:
+def _units(v: Any, rank: int, spatial: list[bool] | None = None) -> list[str | None]:
+    """One unit per dim from one string or a list (one per dim, or spread like the sizes)."""
     if isinstance(v, str):
         return [v] * rank
-    if isinstance(v, (list, tuple)) and len(v) == rank:
-        return [x if isinstance(x, str) else None for x in v]
+    if isinstance(v, (list, tuple)):
+        spread = _per_dim(list(v), rank, spatial) if spatial is not None else (list(v) if len(v) == rank else None)
+        if spread is not None:
+            return [x if isinstance(x, str) else None for x in spread]
     return [None] * rank
 
 
@@ -297,7 +307,7 @@ def physical_sizes(ds: Dataset, parent: Group | None, name: str,
             if sizes is not None:
                 if key != "element_size_um":
                     u = _attr(ds, "unit")
-                    units = _units(u if u is not None else _attr(ds, "units"), rank)
+                    units = _units(u if u is not None else _attr(ds, "units"), rank, spatial)
                 break
     if sizes is None:
         return [None] * rank

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import InvalidInput, UnsupportedType
 from ...model.schema import Dataset
 from ...writes.protocol import ByteSource
-from .source import Geometry, copy_filters, geometry
+from .source import Geometry, copy_filters, geometry, missing_value
 
 CACHE_BYTES = 32 << 20
 
@@ -85,6 +85,7 @@ class Segments:
     dtype: np.dtype  # in the file's byte order
     filters: list | None  # the table codec the segments are in as they are (None: decode them)
     row_bytes: int = 0  # uncompressed strips: bytes of one row (rows are read by range, never whole strips)
+    missing: Any = 0  # what an unwritten segment (byte count 0) holds: the nodata value or 0 (missing_value)
 
     @classmethod
     def of(cls, pages: list, key: Any, geo: Geometry, lead: tuple[int, ...], dtype: np.dtype,
@@ -97,7 +98,7 @@ class Segments:
         counts = np.array([p.databytecounts for p in pages], dtype=np.int64).reshape(len(pages), nseg)
         filters = copy_filters(key, pages, geo, dtype, raw_ok=True)
         keys = [getattr(p, "keyframe", None) or key for p in pages]
-        out = cls(offsets, counts, key, keys, geo, lead, dtype, filters)
+        out = cls(offsets, counts, key, keys, geo, lead, dtype, filters, missing=missing_value(key, dtype))
         if _raw_strips(key, pages, dtype):
             out.row_bytes = geo.shaped[3] * geo.shaped[4] * dtype.itemsize
             out._check_strips(where)
@@ -203,12 +204,12 @@ class Segments:
     def read(self, src: ByteSource, region: tuple[slice, ...], where: str,
              only: set[tuple[int, int]] | None = None, out: np.ndarray | None = None,
              cache: SegmentCache | None = None) -> np.ndarray:
-        """The dataset region as the file has it (unwritten segments read as zeros); with
+        """The dataset region as the file has it (unwritten segments read as :attr:`missing`); with
         ``only``, just those segments are painted over ``out``; ``cache`` keeps decoded
         segments for the next regions (a strip serves every chunk across the image)."""
         shape = tuple(s.stop - s.start for s in region)
         if out is None:
-            out = np.zeros(shape, dtype=self.dtype)
+            out = np.full(shape, self.missing, dtype=self.dtype)
         for n, t in self.segments_in(region):
             if only is not None and (n, t) not in only:
                 continue
@@ -223,7 +224,7 @@ class Segments:
             if seg is None:
                 if only is None:
                     continue
-                seg = np.zeros((1, *self.geo.chunk[1:]), dtype=self.dtype)
+                seg = np.full((1, *self.geo.chunk[1:]), self.missing, dtype=self.dtype)
             self._paint(out, region, n, t, seg)
         return out
 
@@ -240,7 +241,8 @@ class Segments:
         off, cnt = int(self.offsets[n, t]), int(self.counts[n, t])
         if cnt <= 0 or off <= 0:
             if zero_missing:
-                self._paint(out, region, n, local, np.zeros((1, 1, hi - lo, *self.geo.shaped[3:]), self.dtype), lo)
+                self._paint(out, region, n, local,
+                            np.full((1, 1, hi - lo, *self.geo.shaped[3:]), self.missing, self.dtype), lo)
             return
         key = (n, t, lo, hi)
         rows = cache.get(key) if cache is not None else None  # type: ignore[arg-type]

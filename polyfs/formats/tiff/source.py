@@ -39,6 +39,7 @@ from ...model.writer import DomainWriter
 from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  padded, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
+from ...model.values import element_to_json
 from ...model.jsonattrs import json_attribute
 from ...codecs.sniff import zstd_has_content_size
 from .geo import geo_attributes
@@ -257,7 +258,8 @@ class TiffImporter:
             parent = self.writer.root
         maxdims = tuple(UNLIMITED for _ in dims) if self.unlimited else None
         ds = self.writer.add_dataset(parent, name if parent is not None else None, dtype,
-                                     Shape("simple", dims, maxdims), chunks, filters)
+                                     Shape("simple", dims, maxdims), chunks, filters,
+                                     fill_value=nodata_fill(key, dtype, np_dtype))
         self._attrs(tif, series, key, ds, axes)
         nchunks = len(pages) * math.prod(geo.grid) if copy_filters is not None else ds.nchunks
         return {"ds": ds, "pages": pages, "geo": geo, "lead": lead, "copy": copy_filters is not None,
@@ -391,7 +393,8 @@ class _PageArrays:
 def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
     """The attributes an image's tags make (name -> type, shape, JSON value): ``axes``,
     ``name``, ``photometric`` (a palette's ``colormap`` too), ``resolution`` (X, Y per unit) with ``resolution_unit``, the
-    ImageJ hyperstack metadata as ``imagej_<key>``, else a foreign ImageDescription; GeoTIFF and
+    ImageJ hyperstack metadata as ``imagej_<key>``, the writer's own ImageDescription (not
+    tifffile's, ImageJ's or OME metadata) as ``image_description``; GeoTIFF and
     GDAL tags under their own names (geo.py)."""
     out: dict[str, tuple[T.DType, Shape, Any]] = {}
     vl = T.StringType(None, "utf8", "nullterm")
@@ -436,11 +439,25 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
                 continue
             t, sh, val = json_attribute(v)
             out[f"imagej_{k}"] = (t, sh, val)
-    elif not (tif.is_shaped or tif.is_ome) and getattr(key, "description", ""):
-        out["image_description"] = (vl, Shape("scalar"), key.description)
+    text = foreign_description(key)
+    if text:
+        out["image_description"] = (vl, Shape("scalar"), text)
     out.update(ome_pixel_sizes(tif, series, axes))
     out.update(geo_attributes(key))
     return out
+
+
+def foreign_description(key: Any) -> str | None:
+    """The page's ImageDescription that is not metadata a reader parses (tifffile's shaped JSON,
+    ImageJ's, OME-XML): the writer's own text. tifffile writes ``description=`` as a first
+    ImageDescription and its shaped JSON as a second one, so a file that is shaped may carry one."""
+    shaped = getattr(key, "shaped_description", None)
+    imagej = getattr(key, "imagej_description", None)
+    for text in (getattr(key, "description", ""), getattr(key, "description1", "")):
+        if not text or text == shaped or text == imagej or text.rstrip().endswith("OME>"):
+            continue
+        return str(text)
+    return None
 
 
 def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
@@ -449,8 +466,9 @@ def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, A
     OME writers (Bio-Formats, tifffile) keep pixel sizes in the OME-XML only, not in the
     resolution tags, so without this an import dropped them silently. The attributes are the
     ones the TIFF view (meta.physical_sizes), ilastik-style readers and users read: one size
-    per dimension when every dimension is Z, Y or X (a last samples axis aside), else the
-    (Y, X) pair. Pyramid levels get the base sizes scaled by the level's downsampling."""
+    per dimension when every dimension is Z, Y or X (a last samples axis aside), else one per
+    spatial dimension (Z, Y, X of a TCZYX image; meta.py spreads them), else the (Y, X) pair.
+    Pyramid levels get the base sizes scaled by the level's downsampling."""
     if not getattr(tif, "is_ome", False) or not tif.ome_metadata:
         return {}
     import tifffile
@@ -477,8 +495,11 @@ def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, A
             n_base, n_level = base.shape[base.axes.index(letter)], series.shape[axes.index(letter)]
             if n_level:
                 sizes[letter] = (sizes[letter][0] * n_base / n_level, sizes[letter][1])
+    spatial = [x for x in letters if x in "ZYX"]
     if letters and set(letters) <= set(sizes):
         chosen = [sizes[x] for x in letters]
+    elif len(spatial) > 2 and letters[-2:] == "YX" and set(spatial) <= set(sizes):
+        chosen = [sizes[x] for x in spatial]  # one per spatial dim (Z, Y, X of a CZYX image)
     elif letters[-2:] == "YX" and {"Y", "X"} <= set(sizes) and sizes["Y"][1] == sizes["X"][1]:
         chosen = [sizes["Y"], sizes["X"]]
     else:
@@ -492,6 +513,28 @@ def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, A
     else:
         out["unit"] = (vl, Shape("simple", (len(units),)), units)
     return out
+
+
+def missing_value(key: Any, np_dtype: np.dtype) -> Any:
+    """What a segment the file never wrote (byte count 0: GDAL's ``SPARSE_OK``) holds: the page's
+    nodata value (``GDAL_NODATA``), else 0, as GDAL and tifffile read it."""
+    v = getattr(key, "nodata", 0) if np_dtype.kind in "biuf" else 0
+    try:
+        return np.array(v).astype(np_dtype.newbyteorder("="))[()]
+    except (TypeError, ValueError, OverflowError):
+        return np_dtype.newbyteorder("=").type(0)
+
+
+def nodata_fill(key: Any, dtype: T.DType, np_dtype: np.dtype) -> Any:
+    """The fill value (JSON) of a new dataset made from a page with a non-zero nodata value, so the
+    chunks of its unwritten segments, left missing, read as that value; None otherwise."""
+    tags = key.tags if hasattr(key, "tags") else {}
+    if 42113 not in tags:  # GDAL_NODATA
+        return None
+    v = missing_value(key, np_dtype)
+    if v == 0:  # NaN is not
+        return None
+    return element_to_json(dtype, v)
 
 
 def copy_filters(key, pages, geo: Geometry, np_dtype: np.dtype, raw_ok: bool = False) -> list[Filter] | None:

@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 
 from ...codecs.registry import DEFLATE
-from ...errors import CodecError, InvalidInput, PolyfsError, UnsupportedType
+from ...errors import CodecError, Incomplete, InvalidInput, PolyfsError, UnsupportedType
 from ...model.schema import Dataset
 from ...model.writer import ObjectsWriter
 from ...writes.protocol import ByteSource, SourceReader
-from .structs import flavor, read_header
+from .image import SOFTWARE
+from .structs import FIELD_TYPES, flavor, read_header
 
 
 class BaseSource:
@@ -101,13 +102,70 @@ def check_chain(src: ByteSource, where: str, limit: int = 1 << 22) -> None:
                                f"truncated file or bogus offset")
         n = fl.count.unpack(src.read(pos, fl.count.size))["n"]
         if n == 0:
-            raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} is empty: the file is incomplete "
+            raise Incomplete(f"{where}: IFD {len(seen) - 1} at offset {pos} is empty: the file is incomplete "
                                f"(still being written) or corrupt")
         at = pos + fl.count.size + n * fl.entry.size
         if at + fl.next.size > size:
             raise InvalidInput(f"{where}: IFD {len(seen) - 1} at offset {pos} runs past the end of the file "
                                f"({size} bytes): truncated file")
         pos = fl.next.unpack(src.read(at, fl.next.size))["next"]
+
+
+# bytes of one value of each IFD field type (unknown types: 1, as libtiff skips them)
+_TYPE_SIZES = np.array([FIELD_TYPES[t].size if t in FIELD_TYPES else 1 for t in range(max(FIELD_TYPES) + 1)],
+                       dtype=np.uint64)
+
+
+def _entry_dtype(endian: str, big: bool) -> np.dtype:
+    """An IFD entry as a numpy record: tag, type, count, value (or the offset of the value)."""
+    word = endian + ("u8" if big else "u4")
+    return np.dtype([("tag", endian + "u2"), ("type", endian + "u2"), ("count", word), ("value", word)])
+
+
+def _values_end(raw: bytes, entries: np.dtype, inline: int) -> int:
+    """The end of the last value an IFD's entries hold out of line (0 when none)."""
+    e = np.frombuffer(raw, dtype=entries)
+    types = e["type"].astype(np.intp)
+    sizes = _TYPE_SIZES[np.where(types < len(_TYPE_SIZES), types, 0)]
+    nbytes = e["count"].astype(np.uint64) * sizes
+    outside = nbytes > inline
+    if not outside.any():
+        return 0
+    return int((e["value"].astype(np.uint64)[outside] + nbytes[outside]).max())
+
+
+def _first_ifd_end(src: ByteSource) -> int:
+    """Where the first IFD's bytes end: its entries and every value it holds out of line."""
+    endian, big, pos = read_header(src.read(0, 16))
+    fl = flavor(endian, big)
+    n = fl.count.unpack(src.read(pos, fl.count.size))["n"]
+    at = pos + fl.count.size + n * fl.entry.size
+    return max(at + fl.next.size, _values_end(src.read(pos + fl.count.size, n * fl.entry.size),
+                                              _entry_dtype(endian, big), fl.inline))
+
+
+def check_complete(tif: Any, src: ByteSource, where: str) -> None:
+    """Refuse a stack tifffile is still writing page by page: with ``contiguous=True`` (its
+    default) it writes one IFD for the first page and the pixels of every later page after it,
+    the IFDs of those only when the writer is closed; uncompressed pixels go through a duplicated
+    descriptor whose close flushes the file. Such a flush shows a one-page image followed by whole
+    pages' bytes nothing references: taken, it would make a dataset of one page that the finished
+    stack can no longer replace (another rank). A file written from scratch, described as
+    tifffile, ImageJ or OME write it, of one uncompressed page, whose bytes after everything its
+    IFD references are whole pages, is such a file; its final close stores it. A file this view
+    made (Software ``polyfs``) is never one."""
+    if getattr(src, "based", False) or len(tif.pages) != 1 or not any(getattr(tif, f, False) for f in DESCRIBED):
+        return
+    key = tif.pages.first
+    page = int(getattr(key, "nbytes", 0) or 0)
+    if int(getattr(key, "compression", 0)) != 1 or page <= 0 or getattr(key, "software", "") == SOFTWARE:
+        return  # a copy of a view's file: bytes past its IFD are the polyglot file's (a Zarr shard index)
+    offsets, counts = np.asarray(key.dataoffsets, np.int64), np.asarray(key.databytecounts, np.int64)
+    end = max(_first_ifd_end(src), int((offsets + counts).max()) if offsets.size else 0)
+    tail = src.size() - end
+    if tail >= page and tail % page == 0:
+        raise Incomplete(f"{where}: {tail // page} page(s) of pixels after everything the IFD references: the file "
+                           f"is incomplete (a stack still being written page by page)")
 
 
 # tifffile's metadata flags that make a series of the pages a description lists
@@ -161,6 +219,12 @@ def one_series(tif, where: str):
         raise InvalidInput(f"{where}: the file holds no image")
     if len(series) > 1:
         first = series[0]
+        for x in series[1:]:
+            if int(getattr(x.keyframe, "subfiletype", 0)) & 4:  # FILETYPE.MASK
+                raise UnsupportedType(
+                    f"{where}: page {x.keyframe.index} is a transparency mask (NewSubfileType 4: GDAL's internal "
+                    f"mask, -mask or an alpha/nodata mask); a file of this view is one image, its mask cannot be "
+                    f"kept: write the file without it (no -mask, or GDAL_TIFF_INTERNAL_MASK=NO for a .msk file)")
         # series a description defines (OME images, tifffile's shaped series) stay apart unless
         # they are alike; tifffile's generic series (pages grouped by layout) are one stack
         described = any(getattr(tif, f, False) for f in DESCRIBED)
