@@ -61,3 +61,19 @@ def deep_check(store) -> None:
     res = subprocess.run([sys.executable, "-m", "polyfs", "check", str(store), "--deep"], capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def seeded_store(tmp_path: Path, name: str = "exp.h5") -> Path:
+    """A store holding domain ``/<name>``, imported from an h5py file with one 32x32 uint16
+    dataset ``seed`` in 16x16 chunks: a domain the TIFF tests write new files into."""
+    import h5py
+    import numpy as np
+
+    from polyfs.importers import import_source
+
+    src = tmp_path / name
+    with h5py.File(src, "w") as f:
+        f.create_dataset("seed", data=np.arange(32 * 32, dtype="u2").reshape(32, 32), chunks=(16, 16))
+    out = tmp_path / "store"
+    assert import_source(src, str(out), progress=False) == "/" + name
+    return out

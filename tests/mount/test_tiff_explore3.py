@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import seeded_store
 
-from polyfs.importers import import_source
 
 h5py = pytest.importorskip("h5py")
 zarr = pytest.importorskip("zarr")
@@ -31,12 +31,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gdalinfo") is None or shutil.which
 
 @pytest.fixture
 def store(tmp_path):
-    src = tmp_path / "geo.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("seed", data=np.arange(32 * 32, dtype="u2").reshape(32, 32), chunks=(16, 16))
-    out = tmp_path / "store"
-    assert import_source(src, str(out), progress=False) == DOMAIN
-    return out
+    return seeded_store(tmp_path, "geo.h5")
 
 
 def info(path: Path) -> dict:

@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 from polyfs.importers import import_source
-from support import deep_check
+from support import deep_check, seeded_store
 
 h5py = pytest.importorskip("h5py")
 zarr = pytest.importorskip("zarr")
@@ -50,12 +50,7 @@ DOMAIN = "/exp.h5"
 
 @pytest.fixture
 def store(tmp_path):
-    src = tmp_path / "exp.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("seed", data=np.arange(32 * 32, dtype="u2").reshape(32, 32), chunks=(16, 16))
-    out = tmp_path / "store"
-    assert import_source(src, str(out), progress=False) == DOMAIN
-    return out
+    return seeded_store(tmp_path)
 
 
 def zarr_array(m, name: str):

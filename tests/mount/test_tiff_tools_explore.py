@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import seeded_store
 from conftest import polyfs_cmd
 
-from polyfs.importers import import_source
 
 h5py = pytest.importorskip("h5py")
 zarr = pytest.importorskip("zarr")
@@ -40,12 +40,7 @@ needs_gdal = pytest.mark.skipif(shutil.which("gdalinfo") is None, reason="needs 
 
 @pytest.fixture
 def store(tmp_path):
-    src = tmp_path / "exp.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("seed", data=np.arange(32 * 32, dtype="u2").reshape(32, 32), chunks=(16, 16))
-    out = tmp_path / "store"
-    assert import_source(src, str(out), progress=False) == DOMAIN
-    return out
+    return seeded_store(tmp_path)
 
 
 def tiffinfo(path: Path) -> str:

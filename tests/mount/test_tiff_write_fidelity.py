@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import seeded_store
 
 from polyfs.importers import import_source
 
@@ -28,12 +29,7 @@ def snapshot(store: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def store(tmp_path):
-    src = tmp_path / "exp.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("seed", data=np.arange(32 * 32, dtype="u2").reshape(32, 32), chunks=(16, 16))
-    out = tmp_path / "store"
-    assert import_source(src, str(out), progress=False) == DOMAIN
-    return out
+    return seeded_store(tmp_path)
 
 
 def tiffinfo(path: Path) -> str:
