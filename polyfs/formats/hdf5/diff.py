@@ -57,7 +57,7 @@ from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, DomainRenderer, HDF5File, dimension_scale_class, external_file
 from .scales import SCALE_ATTRS, same_as_shown
-from .source import HDF5Importer, _Object, model_type
+from .source import HDF5Importer, _Object, model_type, scalar_block
 
 log = logging.getLogger(__name__)
 
@@ -355,11 +355,24 @@ class DocumentDiff:
                 if lk.kind == "hard" and id(self.imp.objects[lk.target]) in self._shown_only:
                     continue  # the view's link to a dimension-only dataset (not stored)
                 old = None if new else g.links.get(name)
-                table[name] = old if old is not None and self._same_link(lk, old) else self._link(lk)
+                keep = old is not None and self._same_link(lk, old) and self._same_order(obj.path, g.id, name)
+                table[name] = old if keep else self._link(lk)
             if new:
                 g.links = table
             elif {n: lk.to_json() for n, lk in table.items()} != {n: lk.to_json() for n, lk in g.links.items()}:
                 self._object_change(ObjectChange(g.id, links=table))
+
+    def _same_order(self, path: str, gid: str, name: str) -> bool:
+        """Whether the file's link keeps the creation order the view gave it. A writer that
+        made the link again (netCDF-C's ``renameVariable``/``renameDimension`` delete and
+        relink a group's other variables) put it after the links made before: the model's
+        link gets a new creation time, or the view would list it where it was."""
+        want = self.planner.link_order.get((gid, name))
+        if want is None:
+            return True
+        group = self.f[path]  # held: its id must outlive the link lookup
+        info = group.id.links.get_info(name.encode("utf-8"))
+        return not info.corder_valid or int(info.corder) == want
 
     def _link(self, lk: Any) -> Link:
         if lk.kind == "hard":
@@ -656,7 +669,7 @@ class DocumentDiff:
         if dims:
             block[tuple(slice(0, s) for s in arr.shape[:len(ds.chunks)])] = arr
         else:
-            block[()] = arr.reshape(())[()] if arr.shape != block.shape else arr
+            block = scalar_block(ds, arr)
         if ds.type.is_vlen:
             raw = vlen_codec.encode(ds.type, block)
         else:

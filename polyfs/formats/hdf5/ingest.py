@@ -103,6 +103,7 @@ class Hdf5Ingester:
             raise InvalidInput(f"{where}: not a domain's file")
         old: DomainModel | None = t.model
         with self._open(src, where) as f:
+            _refuse_user_block(f, src, where)
             writer = DomainWriter(self.catalog, dom, overwrite=old is not None)
             try:
                 imp = HDF5Importer(Path(where), writer, default_options(where))
@@ -123,6 +124,24 @@ class Hdf5Ingester:
                     self.catalog.store.delete_prefix(prefix)
                 except PolyfsError as exc:  # unreachable now: polyfs check --repair removes them
                     log.warning("%s: objects of the replaced domain are left in the store: %s", where, exc)
+
+
+TIFF_HEADERS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+
+
+def _refuse_user_block(f: Any, src: ByteSource, where: str) -> None:
+    """A user block holding data (``h5jam``'s text, a polyglot header) has no place in the
+    store: the view's file starts with its superblock, so it would be lost without a word.
+    One of zeros (h5py ``userblock_size=`` alone) holds nothing and is dropped, and so is a
+    TIFF header: a polyglot file's (``polyglot/<stem>/<path>.h5`` copied in), which describes
+    the file's own data and is made again by the views."""
+    size = int(f.userblock_size or 0)
+    if not size or src.read(0, 4) in TIFF_HEADERS:
+        return
+    for at in range(0, size, 1 << 20):
+        if any(src.read(at, min(1 << 20, size - at))):
+            raise UnsupportedType(f"{where}: its {size}-byte user block holds data, which the store cannot "
+                                  f"keep (nothing was stored; h5unjam removes it)")
 
 
 def make_ingester(ctx: ViewContext) -> Hdf5Ingester:

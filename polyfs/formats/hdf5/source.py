@@ -16,9 +16,12 @@ Filters outside the table are *opaque* and never a reason to refuse: their
 chunks are kept byte for byte with the whole original pipeline (id,
 parameters, optional flag, name), as for known compressors. A chunk stored
 with a filter skipped (nonzero filter mask) is decoded by HDF5 and encoded
-again with the full pipeline when HDF5 here can (else a SourceError naming
-the file, dataset and filter). Only data whose bytes cannot be kept (e.g.
-variable-length) under a filter HDF5 cannot decode is refused.
+again with the full pipeline when HDF5 here can; when it cannot and the
+skipped filters are optional (h5repack's scale-offset on an integer dataset),
+the dataset is stored as HDF5 reads it, with the chosen encoding and without
+them (else a SourceError naming the file, dataset and filter). Only data whose
+bytes cannot be kept (e.g. variable-length) under a filter HDF5 cannot decode
+is refused.
 
 Types keep their exact HDF5 description (model/types.py): odd-size and
 partial-precision integers, non-IEEE floats (long double), binary128 and
@@ -47,7 +50,7 @@ from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
 from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
-from .filters import h5py_with_plugins
+from .filters import LZF, h5py_with_plugins
 from .dtypes import compound_from_library, disk_dtype
 from .repack import copy_repacked, needs_repack, packed_filters, packed_values
 from .region import selection_json
@@ -424,6 +427,8 @@ class HDF5Importer:
         # chunks are kept as stored with the whole pipeline, opaque filters included
         copy = chunked and (has_compressor or raw_copy) and raw_layout_matches(tid) and \
             not (unknown and needs_repack(source_type))  # repacked chunks are encoded again here
+        if copy and unknown and self._skipped_for_good(d, filters, source_type, where):
+            copy, filters, unknown = False, [], []  # decoded by HDF5, stored with the default encoding
         fill = None
         try:
             if dcpl.fill_value_defined() == h5d.FILL_VALUE_USER_DEFINED and not T.has_reference(source_type) \
@@ -462,6 +467,29 @@ class HDF5Importer:
         if unknown and n:
             self._check_decodable(d, plan)
         return plan
+
+    def _skipped_for_good(self, d, filters: list[Filter], source_type: T.DType, where: str) -> bool:
+        """Whether HDF5 skipped an optional filter for some chunk (the filter mask) that
+        cannot be applied to it here either. ``h5repack -f SOFF=3,DSCALE`` puts an optional
+        scale-offset filter on every dataset, which fails (and is skipped) on every chunk of
+        an integer one. The store has no per-chunk filter mask, so such a dataset is stored
+        as HDF5 reads it, without those filters: its values exactly, not a refusal of the
+        whole file. An optional LZF skipped is applied after all (filters.py)."""
+        skipped = 0
+        for _, mask, _ in self._existing_chunks(d, _GridOnly(d)):
+            skipped |= int(mask)
+        if not skipped:
+            return False
+        names = [f for i, f in enumerate(filters) if skipped >> i & 1]
+        if not all(f.optional for f in names) or all(f.id == LZF for f in names):
+            return False  # a mandatory filter cannot have been skipped; LZF is redone
+        why = Pipeline(tuple(filters), source_type.itemsize).with_chunk(
+            source_type, tuple(int(c) for c in d.chunks)).unencodable
+        if why is None:
+            return False
+        log.info("%s: %s: optional filter %s was skipped for some chunks and cannot be applied here (%s): "
+                 "stored without it", self.path.name, where, ", ".join(f.name for f in names), why)
+        return True
 
     def _check_virtual(self, dcpl, where: str) -> None:
         """A virtual dataset is read through HDF5, which reads a mapping whose source file it
@@ -676,7 +704,9 @@ class HDF5Importer:
             if raw:
                 return read_raw(d, t, region)
             data = d[region] if region else d[()]
-            return self.to_model(data if isinstance(data, np.ndarray) else _scalar_array(data), t)
+            if not region and (not isinstance(data, np.ndarray) or T.resolved(t).is_vlen):
+                data = _scalar_array(data)  # a scalar's element (a sequence's is an ndarray)
+            return self.to_model(data, t)
         return read
 
     def _dataset_data(self, d, ds: Dataset, plan: _DatasetPlan, bar: Progress) -> None:
@@ -706,6 +736,11 @@ class HDF5Importer:
                     bar(1)
             return
         read = self._read(d, plan.source_type)
+        if plan.shape.kind == "scalar":  # its one element may itself be an array (padded() reshapes)
+            with ChunkSink(w) as sink:
+                sink.encoded(ds, (0,), scalar_block(ds, read(())))
+            bar(1)
+            return
         if plan.existing_only:
             coords = [c for c, _, _ in self._existing_chunks(d, ds)]
             write_decoded(w, ds, read, coords, skip_fill=False, progress=bar)
@@ -728,6 +763,28 @@ def _verifier(pipe: Pipeline, ds: Dataset) -> Callable[[bytes], tuple[bytes, Non
         pipe.check(data, nbytes)  # CodecError (EINVAL), named with its chunk by the sink
         return data, None
     return verify
+
+
+def scalar_block(ds: Dataset, arr: np.ndarray) -> np.ndarray:
+    """A scalar dataset's one chunk from what :meth:`HDF5Importer._read` gives for it: a 0-d
+    array holding the element, or the element itself when it is an array (array types).
+    The element is put in: a 0-d object array put into another would be stored as the
+    array object (its memory, a pointer), not the string or sequence it holds."""
+    block = values.fill_array(ds.type, ds.fill_value, ())
+    arr = complex_as_pairs(np.asarray(arr))
+    if block.shape and arr.shape == block.shape:
+        block[...] = arr
+    else:
+        block[()] = arr.reshape(())[()]
+    return block
+
+
+class _GridOnly:
+    """What :meth:`HDF5Importer._existing_chunks` needs of a dataset before its model exists."""
+
+    def __init__(self, d) -> None:
+        self.chunks = tuple(int(c) for c in d.chunks)
+        self.grid = tuple(-(-int(n) // c) for n, c in zip(d.shape, self.chunks))
 
 
 def _scalar_array(value: Any) -> np.ndarray:
