@@ -30,6 +30,9 @@ entry never reads another version's bytes. The file's mtime is its last
 validation: after a restart the index is rebuilt by one scan, in LRU order by
 mtime, and entries checked less than ``ttl`` ago are still served without a
 request. ``<dir>/lock`` (flock) gives each running daemon its own directory.
+A disk that fills up before the bound (shared with others: ENOSPC, EDQUOT) lowers the
+bound to what it holds, least recently used out first, said in one log line; any other
+failure to write a file is said once too, and those chunks are served from the store.
 """
 from __future__ import annotations
 
@@ -176,6 +179,8 @@ class ChunkCacheStore(Store):
         self._tmp = self.dir / "tmp"
         self._tmp.mkdir(exist_ok=True)
         self._big: OrderedDict[str, None] = OrderedDict()  # keys found larger than max_object
+        self._shrunk = False  # the bound was lowered to what a full disk holds (_disk_full)
+        self._troubled: set[tuple[str, int | None]] = set()  # failures already logged (_trouble)
         self._load()
         # Store methods this class does not define (added to the interface later) must
         # reach the backend, not run the base class's generic versions over this wrapper.
@@ -313,6 +318,18 @@ class ChunkCacheStore(Store):
         if is_chunk_key(key):
             self._note_write(key)
         self.inner.delete(key)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Several deletes (S3: a request per 1000); each chunk's entry goes first."""
+        for key in keys:
+            if is_chunk_key(key):
+                self._note_write(key)
+        many = getattr(self.inner, "delete_many", None)
+        if many is not None:
+            many(keys)
+        else:
+            for key in keys:
+                self.inner.delete(key)
 
     def delete_prefix(self, prefix: str) -> int:
         n = self.inner.delete_prefix(prefix)
@@ -539,21 +556,20 @@ class ChunkCacheStore(Store):
         hlen = _HEAD.size + len(tagb) + len(keyb)
         header = _HEAD.pack(_MAGIC, _VERSION, hlen, len(data), zlib.crc32(data), len(tagb), len(keyb)) + tagb + keyb
         disk = _disk(hlen + len(data))
-        if disk > self.max_object:
+        if disk > min(self.max_object, self.capacity):
             return
         tmp = f"{self._tmp}/{name}.{os.getpid()}.{next(self._seq)}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        for attempt in range(2):
             try:
-                _write_all(fd, header)
-                _write_all(fd, data)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            _unlink(tmp)
-            log.warning("chunk cache: cannot write %s: %s", tmp, exc.strerror or exc)
-            self.stats.uncached += 1
-            return
+                _write_file(tmp, header, data)
+                break
+            except OSError as exc:
+                _unlink(tmp)
+                if attempt == 0 and exc.errno in (errno.ENOSPC, errno.EDQUOT) and self._disk_full(disk):
+                    continue  # room made by evicting: one more try
+                self._trouble("write", tmp, exc)
+                self.stats.uncached += 1
+                return
         with self._lock:
             if self._overtaken(key, epoch):
                 _unlink(tmp)
@@ -568,13 +584,47 @@ class ChunkCacheStore(Store):
                     os.rename(tmp, final)
             except OSError as exc:
                 _unlink(tmp)
-                log.warning("chunk cache: cannot file %s: %s", final, exc.strerror or exc)
+                self._trouble("file", final, exc)
                 return
+            self._troubled.clear()  # the disk takes files again: the next trouble is news
             old = self._index_pop(kh)
             if old is not None and old.name != name:
                 _unlink(self._path(old.name))
             self._make_room(disk)
             self._index_put(kh, _Entry(name, key, tag, len(data), hlen, disk, checked))
+
+    def _disk_full(self, need: int) -> bool:
+        """The cache's disk refused a file (ENOSPC, EDQUOT): it holds less than the bound
+        promised, shared with others. The cache keeps at most what it holds now from then
+        on (until a restart), evicting the least recently used so ``need`` fits; without
+        that, every later miss would fail the same way, log a line, and keep no recent
+        chunk while the oldest stay. Returns whether room was made (worth another try)."""
+        with self._lock:
+            was, used = self.capacity, self._used
+            if used < was:
+                self.capacity = used
+                if not self._shrunk:
+                    log.warning("chunk cache: the disk of %s is full at %.1f MiB cached (the bound was %.1f MiB); "
+                                "the cache keeps at most that much from now on", self.dir, used / 2**20, was / 2**20)
+                else:
+                    log.debug("chunk cache: disk full again; bound now %.1f MiB", used / 2**20)
+                self._shrunk = True
+            before = self.stats.evicted
+            self._make_room(need)
+            return self.stats.evicted > before
+
+    def _trouble(self, what: str, path: str, exc: OSError) -> None:
+        """One warning per kind of failure (``errno``) until a file is filed again: a cache
+        disk that fails, fails for every chunk, and one line says it."""
+        kind = (what, exc.errno)
+        with self._lock:
+            said = kind in self._troubled
+            self._troubled.add(kind)
+        if said:
+            log.debug("chunk cache: cannot %s %s: %s", what, path, exc.strerror or exc)
+            return
+        log.warning("chunk cache: cannot %s %s: %s (chunks are served from the store meanwhile; said once)",
+                    what, path, exc.strerror or exc)
 
     def _index_put(self, kh: str, e: _Entry) -> None:
         """(lock held) Add an entry as the most recently used."""
@@ -709,6 +759,15 @@ def _check_file(blob: bytes, key: str, name: str) -> str | None:
     if zlib.crc32(memoryview(blob)[hlen:]) != crc:
         return "CRC32 mismatch (data lost or damaged)"
     return None
+
+
+def _write_file(path: str, header: bytes, data: Buffer) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        _write_all(fd, header)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: Buffer) -> None:

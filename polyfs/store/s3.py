@@ -11,16 +11,19 @@ dropped or reset connections, timeouts and bodies cut short (caught by checking
 every length against what was asked) get another attempt after a jittered
 exponential backoff while the call's deadline allows; a call ends within deadline
 + timeout whatever the endpoint does. Only then does the caller get a StoreError
-(EIO) naming the key. Whole-object PUTs and DELETEs are idempotent, so retrying one
-whose reply was lost is safe. Limits come from ``POLYFS_S3_TIMEOUT`` (seconds per
-attempt, default 30), ``POLYFS_S3_DEADLINE`` (seconds per call, default 120) and
-``POLYFS_S3_RETRIES`` (attempts after the first, default 10).
+(EIO) naming the key. A 4xx reply (no such bucket, access denied) is an answer, not
+a fault: it fails at once, named by its S3 error code. Whole-object PUTs and
+DELETEs are idempotent, so retrying one whose reply was lost is safe. Limits come
+from ``POLYFS_S3_TIMEOUT`` (seconds per attempt, default 30), ``POLYFS_S3_DEADLINE``
+(seconds per call, default 120) and ``POLYFS_S3_RETRIES`` (attempts after the first,
+default 10).
 """
 from __future__ import annotations
 
 import logging
 import os
 import random
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +38,22 @@ from .base import Listing, ObjectInfo, Store, check_key, check_prefix, child_rec
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+_STATUS_RE = re.compile(r"status code: (\d{3})")
+_CODE_RE = re.compile(r"<Code>([A-Za-z]+)</Code>")
+# 4xx replies that are about the moment or the transfer, not the request: worth another
+# attempt (a body cut or damaged on the way, a token refreshed meanwhile, a conflict).
+_TRANSIENT_CODES = {"RequestTimeout", "SlowDown", "OperationAborted", "ConditionalRequestConflict",
+                    "InternalError", "ServiceUnavailable", "IncompleteBody", "BadDigest",
+                    "XAmzContentSHA256Mismatch", "ExpiredToken", "TokenRefreshRequired"}
+
+
+def _reply(exc: BaseException) -> tuple[int | None, str | None]:
+    """The HTTP status and S3 error code an obstore error carries in its text, if any."""
+    text = str(exc)
+    status, code = _STATUS_RE.search(text), _CODE_RE.search(text)
+    return (int(status.group(1)) if status else None), (code.group(1) if code else None)
 
 
 def _obstore():
@@ -106,6 +125,7 @@ class S3Store(Store):
 
         config: dict[str, Any] = {}
         endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        self.endpoint = endpoint or "AWS S3"
         if endpoint:
             config["endpoint"] = endpoint
         if access_key_id:
@@ -131,16 +151,26 @@ class S3Store(Store):
     # -- error mapping ---------------------------------------------------
     def _err(self, key: str, exc: Exception) -> Exception:
         ex = _obstore().exceptions
-        if isinstance(exc, (ex.NotFoundError, FileNotFoundError)):
-            return NotFound(f"no object {key!r}")
+        status, code = _reply(exc)
+        if code == "NoSuchBucket":  # obstore says "object not found" for a GET or PUT there
+            return StoreError(f"{self.url}: bucket {self.bucket!r} does not exist at {self.endpoint} (NoSuchBucket)")
         if isinstance(exc, (ex.PreconditionError, ex.AlreadyExistsError)):
             return PreconditionFailed(f"{key}: concurrent write")
-        return StoreError(f"{self.url}/{key}: {_first_line(exc)}")
+        if isinstance(exc, (ex.NotFoundError, FileNotFoundError)):
+            return NotFound(f"no object {key!r}")
+        where = f"{self.url}/{key}" if key != "/" else self.url
+        if code and status and 400 <= status < 500:  # the reply's S3 code says it, not the XML around it
+            return StoreError(f"{where}: {code} (HTTP {status}) from {self.endpoint}")
+        return StoreError(f"{where}: {_first_line(exc)}")
 
     def _transient(self, exc: Exception) -> bool:
         """Worth another attempt: network and server trouble, not answers about the key."""
         if isinstance(exc, _ShortBody):
             return True
+        status, code = _reply(exc)
+        if status is not None and 400 <= status < 500 and status not in (408, 429) \
+                and code not in _TRANSIENT_CODES:
+            return False  # an answer about the request (no bucket, denied, bad request): the same again
         ex = _obstore().exceptions
         final = (ex.NotFoundError, FileNotFoundError, ex.PreconditionError, ex.AlreadyExistsError,
                  ex.PermissionDeniedError, ex.UnauthenticatedError, ex.NotSupportedError, ex.InvalidPathError)
@@ -304,6 +334,39 @@ class S3Store(Store):
             self._call("DELETE", key, lambda: _obstore().delete(self._s, key))
         except NotFound:
             pass
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """S3 DeleteObjects: up to 1000 keys a request (one DELETE each would make removing
+        a domain of 100,000 chunks 100,000 round trips). Idempotent, so a retried batch
+        whose reply was lost is safe; absent keys are no error."""
+        self._writable()
+        keys = [check_key(k) for k in keys]
+        for i in range(0, len(keys), _PAGE):
+            batch = keys[i:i + _PAGE]
+            self._call("DELETE", f"{batch[0]} (+{len(batch) - 1} more)" if len(batch) > 1 else batch[0],
+                       lambda b=batch: _obstore().delete(self._s, b))  # type: ignore[misc]
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Every object under ``prefix`` deleted a listing page at a time (a request per
+        1000): memory holds one page, not a million keys of a large dataset. A failed page
+        starts the listing again; what was deleted is no longer listed, so no work is lost."""
+        self._writable()
+        check_prefix(prefix)
+        base = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""  # as in list()
+        done = 0
+        in_flight: set[str] = set()  # the page being deleted (counted once, also if listed again)
+
+        def once() -> int:
+            nonlocal done, in_flight
+            for batch in _obstore().list(self._s, base or None, chunk_size=_PAGE):
+                keys = [m["path"] for m in batch if m["path"].startswith(prefix)]
+                if keys:
+                    done += sum(k not in in_flight for k in keys)
+                    in_flight = set(keys)
+                    _obstore().delete(self._s, keys)
+            return done
+
+        return self._call("DELETE", prefix or "/", once)
 
     # -- listings --------------------------------------------------------
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
