@@ -418,7 +418,10 @@ class Catalog:
             self.drop_persisted_index(did)
 
     def drop_persisted_index(self, dataset_id: str) -> None:
-        """Delete a dataset's persisted index: its directory changed, or is about to."""
+        """Delete a dataset's persisted index: its directory changed, or is about to. A store
+        without directory tokens holds none in force: no request (one per chunk file written)."""
+        if not self.store.has_dir_tokens:
+            return
         try:
             self.store.delete(keys.chunk_index_key(dataset_id))
         except PolyfsError as exc:  # left behind, it is only outdated: its token moved

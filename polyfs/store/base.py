@@ -159,6 +159,10 @@ class Store(abc.ABC):
         granularity); None where the backend has none."""
         return None
 
+    # True where :meth:`dir_token` gives tokens: chunk indexes are persisted (and trusted)
+    # only under one, so a store without them never holds one in force.
+    has_dir_tokens: bool = False
+
     def write_refusal(self) -> str | None:
         """Why writes to this store would be refused as a whole (None: they would not, as
         far as can be told without writing); a mount then serves it read-only."""

@@ -40,6 +40,8 @@ FIND_BATCH_MIN = 16  # below this many directories, scandir is as fast as starti
 class LocalStore(Store):
     """Objects as files under a root directory; keys are relative paths."""
 
+    has_dir_tokens = True
+
     def __init__(self, root: str | os.PathLike, read_only: bool = False, create: bool = False) -> None:
         self.root = Path(root).resolve()
         if create and not read_only:

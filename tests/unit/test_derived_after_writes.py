@@ -279,3 +279,27 @@ def test_writes_of_every_kind_in_a_row_leave_check_clean(tmp_path, shape):
     cat, _ = fresh(url)
     for d in (did, new):
         crcs_right(cat, cat.load("/a.h5").datasets[d])
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_chunk_writes_drop_a_persisted_index_only_where_one_can_be_in_force(tmp_path, kind):
+    """Every chunk write deleted the dataset's persisted index first, also on stores without
+    directory tokens (S3), where none is ever persisted: one extra request per chunk file."""
+    url = str(tmp_path / "store") if kind == "local" else f"memory://drop-{os.getpid()}-{time.time_ns()}"
+    store = open_store(url, create=True)
+    with DomainWriter(Catalog(store), "/d.h5") as w:
+        ds = w.add_dataset(w.root, "x", T.IntType(2, False, "<"), Shape("simple", (8,)), (4,), [])
+        for i in range(2):
+            w.write_chunk(ds, (i,), np.full(4, i, "<u2").tobytes())
+    cat = Catalog(store)
+    ds = cat.load("/d.h5").resolve("/x")
+    deleted: list[str] = []
+    real = store.delete
+
+    def delete(key: str) -> None:
+        deleted.append(key)
+        real(key)
+
+    store.delete = delete  # type: ignore[method-assign]
+    DomainEditor(cat).put_chunks("/d.h5", ds, [((1,), np.full(4, 9, "<u2").tobytes())])
+    assert (keys.chunk_index_key(ds.id) in deleted) == (kind == "local")
