@@ -387,20 +387,30 @@ class WriteSide:
 
     async def flush_handle(self, handle: Any, closing: bool = False) -> None:
         """Store what ``handle``'s file holds. ``closing``: a FLUSH, sent at every close() of a
-        descriptor. A chunk file that an open only emptied is stored at its release, not then:
-        a shell's ``> file`` opens with O_TRUNC, dup2()s and closes the first descriptor before
+        descriptor. A chunk file that an open only emptied is stored at its release, not then: a
+        shell's ``> file`` opens with O_TRUNC, dup2()s and closes the first descriptor before
         anything is written, and storing that empty file would delete the chunks the bytes
-        written next were meant to replace, even when those bytes are then refused. (Other
-        files emptied are refused, so their error still reaches this close.)"""
+        written next were meant to replace, even when those bytes are then refused. Other files
+        emptied are refused, so their error still reaches this close; a metadata file's quietly
+        (logged at release if nothing is written after it: else ``echo ... > zarr.json`` logged
+        a refusal for a write that was taken)."""
         if not isinstance(handle, WriteHandle) or not (handle.pending.dirty and handle.pending.ingest):
             return
         if handle.pending.unlinked:
             return  # unlinked while open: as on a disk, what is written to it is gone with it
         if handle.head_refused and not handle.wrote:
             return  # nothing it wrote was taken: the file is as this open found it, or empty
-        if closing and not handle.wrote and await self.fs.run(self.service.holds_chunks, handle.pending.path):
+        emptied = closing and not handle.wrote
+        if emptied and await self.fs.run(self.service.holds_chunks, handle.pending.path):
             return
-        await self.fs.run(self._ingest, handle.pending, None, handle.writer, handle.base_time)
+        try:
+            await self.fs.run(self._ingest, handle.pending, None, handle.writer, handle.base_time)
+        except InvalidInput as exc:
+            if emptied and not isinstance(exc, Incomplete) and \
+                    await self.fs.run(self.service.is_metadata_file, handle.pending.path):
+                handle.pending.incomplete = one_line(exc)  # said at release if nothing follows
+                raise Incomplete(str(exc)) from None
+            raise
         await self._adopt_below(handle.pending.path)
 
     async def _adopt_below(self, path: str) -> None:

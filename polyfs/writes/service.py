@@ -30,6 +30,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 HISTORY = 4096  # chunks whose superseded versions are remembered
 ENCODE_THREADS = THREADS
 DOCUMENT_BATCH = 64  # chunks of a document stored per put_many
-DOCUMENT_BATCH_BYTES = 64 << 20
+BATCH_BYTES = 64 << 20  # converted chunk bytes held at once (a document's batch, a chunk file's)
 
 
 @dataclass
@@ -157,6 +158,13 @@ class WriteService:
         if _is_document(self.ingester(t)) or t.domain is None or not t.rest or not isinstance(t.obj, Dataset):
             return False
         return t.rest != [self.ingester(t).meta_name] and self.is_ingestible(path)
+
+    def is_metadata_file(self, path: str) -> bool:
+        """True for a group's or array's metadata file (``zarr.json``, ``attributes.json``)."""
+        t = self.route(path)
+        if _is_document(self.ingester(t)) or t.domain is None or not t.rest:
+            return False
+        return t.rest[-1] == self.ingester(t).meta_name
 
     def _new_document_domain(self, t: Target) -> str | None:
         """The domain a new file at ``t`` (above every domain) would be, in a view of one file per domain."""
@@ -439,7 +447,7 @@ class WriteService:
             if crc is not None:
                 crcs[coords] = crc
             size += len(data)
-            if len(batch) >= DOCUMENT_BATCH or size >= DOCUMENT_BATCH_BYTES:
+            if len(batch) >= DOCUMENT_BATCH or size >= BATCH_BYTES:
                 store(batch, [])
                 batch, crcs, replaced, size = [], {}, {}, 0
         if batch or deletes:
@@ -617,7 +625,9 @@ class WriteService:
         ``base_time`` win over what it left untouched; its own earlier writes do not; a chunk it
         leaves out is deleted only if it saw it (when it read the file at all). ``fan_out``:
         its chunks are converted in worker threads (else here: other files' merges keep the
-        cores busy)."""
+        cores busy). Every chunk is validated before the store is touched, but converted bytes
+        are held only up to BATCH_BYTES: the others are converted again when stored, in batches
+        (a shard of GiBs is never held whole)."""
         ds = cf.ds
         stored_pipe = self.catalog.pipeline(ds)
         idx = self.catalog.chunk_index(ds)
@@ -645,12 +655,27 @@ class WriteService:
                 return w.coords, None
             return w.coords, (new, _digest(old))
 
+        def converted(members: dict[int, tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], Any]]:
+            written = ing.chunks_in(src, cf.decl, members, where)
+            if fan_out and len(members) > 1:
+                return bounded_map(self._pool, convert, written, ENCODE_THREADS * 2)
+            return map(convert, written)
+
         # validate and convert everything before the store is touched (shards: in parallel)
-        written = ing.chunks_in(src, cf.decl, cf.members, where)
-        results = list(bounded_map(self._pool, convert, written, ENCODE_THREADS * 2)) \
-            if fan_out and len(cf.members) > 1 else [convert(w) for w in written]
-        present = {coords for coords, _ in results}
-        puts = [(coords, r[0], r[1]) for coords, r in results if r is not None]
+        present: set[tuple[int, ...]] = set()
+        puts: list[tuple[tuple[int, ...], bytes, bytes | None]] = []
+        again: dict[int, tuple[int, ...]] = {}  # converted again when stored: past BATCH_BYTES
+        held = 0
+        local_of = {coords: local for local, coords in cf.members.items()}
+        for coords, r in converted(cf.members):
+            present.add(coords)
+            if r is None:
+                continue
+            if puts and held + len(r[0]) > BATCH_BYTES:
+                again[local_of[coords]] = coords
+            else:
+                puts.append((coords, r[0], r[1]))
+                held += len(r[0])
         deletes = []
         for coords in cf.members.values():
             if coords in present:
@@ -667,8 +692,26 @@ class WriteService:
             log.info("%s: deleting chunks %s absent from the file written by process %d (read at %.3f; "
                      "they were written at %s)", where, [list(c) for c in deletes], writer, base_time,
                      [self._written_at.get(idx.key_of(c)) for c in deletes])
-        self.editor.put_chunks(cf.domain, ds, [(c, b) for c, b, _ in puts], deletes)
+        self._put_converted(cf, puts, deletes, writer)
+        batch: list[tuple[tuple[int, ...], bytes, bytes | None]] = []
+        held = 0
+        for coords, r in converted(again) if again else ():
+            if r is not None:
+                batch.append((coords, r[0], r[1]))
+                held += len(r[0])
+            if held >= BATCH_BYTES:
+                self._put_converted(cf, batch, [], writer)
+                batch, held = [], 0
+        if batch:
+            self._put_converted(cf, batch, [], writer)
         self.on_change()
+
+    def _put_converted(self, cf: ChunkFile, puts: list[tuple[tuple[int, ...], bytes, bytes | None]],
+                       deletes: list[tuple[int, ...]], writer: int) -> None:
+        """Store converted chunks (coords, bytes, digest of the version replaced) and delete
+        others; remember when, and what they replaced (stale copies, see :meth:`_chunks`)."""
+        idx = self.catalog.chunk_index(cf.ds)
+        self.editor.put_chunks(cf.domain, cf.ds, [(c, b) for c, b, _ in puts], deletes)
         stamp = time.time()
         for coords, _, old in puts:
             self._remember(idx.key_of(coords), stamp, old, writer)

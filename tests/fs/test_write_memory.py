@@ -8,6 +8,8 @@ the write budget, so every such write also brought the spill to scratch files ne
 each layout of a file a process read was kept for that process forever."""
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 import pytest
 from writeharness import FS, ZarrLayout, zarr_array_meta
@@ -75,3 +77,44 @@ def test_a_reader_of_a_file_others_rewrite_keeps_few_layouts(fs):
         assert fs.read_file(path) == chunk(fs, i)  # a new layout each time
     seen = fs.ops.writes._seen[(fs.ops.writes.process_of(fs.pid), path)]
     assert 0 < len(seen) <= SEEN_LAYOUTS
+
+
+def test_a_shard_past_the_batch_size_is_validated_whole_and_stored_in_batches(monkeypatch):
+    """A shard file's converted chunks were all held until stored (a 512 MiB shard: 676 MB of
+    daemon RSS with write_buffer_mb=64). Past BATCH_BYTES they are converted again when stored,
+    a batch at a time; every chunk is still validated before the first is stored, so a bad chunk
+    at the end leaves the store as it was."""
+    from test_write_semantics import assert_values, refused
+    from writeharness import decode_shard, encode_shard
+
+    import polyfs.writes.service as service
+
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 60000, (16, 16), dtype="<u2")  # 16 inner chunks of 4x4, 32 bytes raw each
+    f = FS()
+    try:
+        f.mkdir("zarr/t.zarr")
+        f.mkdir("zarr/t.zarr/a")
+        meta = zarr_array_meta((16, 16), "<u2", (4, 4), shards=(16, 16), codecs=())
+        f.write_json("zarr/t.zarr/a/zarr.json", meta)
+        f.makedirs("zarr/t.zarr/a/c/0")
+        lay = ZarrLayout(meta)
+        shard = lay.encode_file(data)
+        monkeypatch.setattr(service, "BATCH_BYTES", 100)  # three chunks a batch
+        calls: list[int] = []
+        put = f.ops.writes.service.editor.put_chunks
+
+        def counting(domain, ds, items, deletes=(), **kw):
+            calls.append(sum(len(b) for _, b in items))
+            return put(domain, ds, items, deletes, **kw)
+
+        monkeypatch.setattr(f.ops.writes.service.editor, "put_chunks", counting)
+        bad = decode_shard(shard, 16)
+        bad[15] = bad[15][:-2]  # the last chunk is short: found before anything is stored
+        refused(f, errno.EINVAL, f.write_file, "zarr/t.zarr/a/c/0/0", encode_shard(bad, 16))
+        assert calls == []
+        f.write_file("zarr/t.zarr/a/c/0/0", shard)
+        assert len(calls) >= 5 and max(calls) <= 100 + 32, calls
+        assert_values(f, "t", "a", data)
+    finally:
+        f.close()

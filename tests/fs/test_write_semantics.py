@@ -1344,6 +1344,11 @@ class FailingStore:
             raise OSError(errno.EIO, "injected store failure")
         return self.inner.put_if(key, data, tag)
 
+    def put_many(self, items):
+        if self.fail:
+            raise OSError(errno.EIO, "injected store failure")
+        return self.inner.put_many(items)
+
     def delete(self, key):
         if self.fail:
             raise OSError(errno.EIO, "injected store failure")
