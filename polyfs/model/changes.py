@@ -23,7 +23,10 @@ class ObjectChange:
     view_hints: dict[str, Any] | None = None  # datasets: how views lay the array out
     implicit: bool | None = None  # groups: True hides their metadata while empty, False shows it
     links: dict[str, Link] | None = None  # groups: the whole new link table (names added, moved, removed)
+    # the attributes' order after the change (a writer re-created one: HDF5 lists it last now)
+    attribute_order: tuple[str, ...] | None = None
 
     def is_empty(self) -> bool:
         return not (self.set_attributes or self.remove_attributes) and self.resize is None \
-            and self.view_hints is None and self.implicit is None and self.links is None
+            and self.view_hints is None and self.implicit is None and self.links is None \
+            and self.attribute_order is None

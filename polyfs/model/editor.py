@@ -310,6 +310,12 @@ class DomainEditor:
             if have is None or have.to_json() != attr.to_json():
                 obj.attributes[name] = attr
                 changed = True
+        if change.attribute_order is not None:
+            order = [n for n in change.attribute_order if n in obj.attributes]
+            order += [n for n in obj.attributes if n not in order]
+            if order != list(obj.attributes):
+                obj.attributes = {n: obj.attributes[n] for n in order}
+                changed = True
         if not changed:
             return None
         obj.last_modified = now()

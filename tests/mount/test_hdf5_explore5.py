@@ -258,3 +258,35 @@ def test_a_user_block_holding_data_is_refused(mount_store, seeded_store, tmp_pat
         {k: v for k, v in before.items() if not k.startswith("polyfs/")}
     assert not (seeded_store / "j.h5").exists() and not (seeded_store / "j2.h5").exists()
     check_deep(seeded_store)
+
+
+def test_an_attribute_written_again_moves_last_as_in_hdf5(mount_store, tmp_path):
+    """netCDF-C (and h5py) change an attribute by deleting and writing it again: in a file that
+    tracks attribute creation order it is then last, and ``ncdump -h`` lists it last. The view
+    kept it in its old place, so ``ncdump`` of the view differed from the same steps on a local
+    file. An object that does not track the order (h5py's default) keeps the store's order."""
+    store = tmp_path / "store"
+    store.mkdir()
+    m = mount_store(str(store))
+    dumps = []
+    for path in (tmp_path / "local.nc", m.path / "hdf5" / "v.nc"):
+        with netCDF4.Dataset(path, "w") as d:
+            d.createDimension("t", None)
+            v = d.createVariable("temp", "f4", ("t",))
+            v.units, v.long_name, v.comment = "K", "temperature", "c"
+            d.title, d.history = "x", "h"
+            v[:3] = [1, 2, 3]
+        with netCDF4.Dataset(path, "a") as d:
+            d["temp"].units = "degC"
+            d.title = "y"
+        dumps.append(subprocess.run(["ncdump", "-h", str(path)], capture_output=True, text=True,
+                                    check=True).stdout.splitlines()[1:])
+    assert dumps[0] == dumps[1]
+    assert list(xr.open_dataset(m.path / "hdf5" / "v.nc")["temp"].attrs)[-1] == "units"
+    with h5py.File(m.path / "hdf5" / "p.h5", "w") as f:  # no creation order tracked
+        f.create_dataset("d", data=np.arange(3)).attrs.update({"b": 1, "a": 2, "c": 3})
+    with h5py.File(m.path / "hdf5" / "p.h5", "r+") as f:
+        f["d"].attrs["a"] = 5
+    with h5py.File(m.path / "hdf5" / "p.h5", "r") as f:
+        assert list(f["d"].attrs) == ["a", "b", "c"] and f["d"].attrs["a"] == 5
+    check_deep(store)

@@ -414,6 +414,8 @@ class DocumentDiff:
             if old is None or not _same_attribute(name, old, attr):
                 change.set_attributes[name] = attr
         change.remove_attributes = sorted(n for n in shown if n not in got and n in have)
+        if _tracks_attribute_order(h5obj):
+            change.attribute_order = _reordered(have, got, change)
         if not change.is_empty():
             self._object_change(change)
 
@@ -768,3 +770,31 @@ def _same_attribute(name: str, old: Attribute, new: Attribute) -> bool:
         return bool(np.array_equal(a, b))
     except (TypeError, ValueError):
         return False
+
+
+def _tracks_attribute_order(h5obj: Any) -> bool:
+    """Whether the file's object tracks its attributes' creation order (netCDF-4 objects do):
+    h5py then lists them in that order, else by name, which says nothing of it."""
+    from h5py import h5p
+
+    try:
+        return bool(h5obj.attrs._id.get_create_plist().get_attr_creation_order() & h5p.CRT_ORDER_TRACKED)
+    except Exception:  # noqa: BLE001 - no plist to ask (a committed type): no order to follow
+        return False
+
+
+def _reordered(have: dict[str, Attribute], got: dict[str, Attribute], change: ObjectChange) -> tuple[str, ...] | None:
+    """The stored attributes' order after ``change`` when the file lists them otherwise (one
+    deleted and written again, as netCDF-C and h5py change one, is last in creation order), else
+    None; ones the file does not show keep their places. A stored order by name came from a file
+    that does not track it (read by name there; the view's files always track): it stays."""
+    if list(have) == sorted(have):
+        return None
+    after = [n for n in have if n not in change.remove_attributes] + \
+        [n for n in change.set_attributes if n not in have]
+    written = [n for n in got if n in after]
+    shown = [n for n in after if n in got]
+    if shown == written:
+        return None
+    slots = iter(written)
+    return tuple(next(slots) if n in got else n for n in after)
