@@ -91,14 +91,22 @@ class Catalog:
         without one, what ``hstouch /a/b/`` or ``mkdir`` in a view makes), each sorted."""
         domains: list[str] = []
         folders: list[str] = []
-        for path, key in self._domain_keys():
-            try:
-                body = self.get_json(key)
-            except (NotFound, SchemaError):
-                continue
-            if isinstance(body, dict):
-                (domains if body.get("root") else folders).append(path)
+        for path, _ in self._domain_keys():
+            kind = self.domain_kind(path)
+            if kind is not None:
+                (domains if kind == "domain" else folders).append(path)
         return sorted(domains), sorted(folders)
+
+    def domain_kind(self, path: str) -> str | None:
+        """``"domain"`` (its ``.domain.json`` names a root group), ``"folder"`` (an HSDS folder:
+        none), or None when nothing readable is there (gone meanwhile, or not an object)."""
+        try:
+            body = self.get_json(keys.domain_key(path))
+        except (NotFound, SchemaError):
+            return None
+        if not isinstance(body, dict):
+            return None
+        return "domain" if body.get("root") else "folder"
 
     def _domain_keys(self) -> list[tuple[str, str]]:
         """(path, key) of every ``.domain.json`` in the store: a listing, nothing read."""

@@ -107,15 +107,13 @@ class DomainEditor:
     def delete_folder(self, path: str) -> bool:
         """Remove folder ``path`` (nothing below it: the caller checked); False when there
         is no such folder (gone meanwhile). A domain at that path is never removed here."""
-        key = keys.domain_key(path)
         with self.lock(path):
-            try:
-                body = self.catalog.get_json(key)
-            except NotFound:
+            kind = self.catalog.domain_kind(path)
+            if kind is None:
                 return False
-            if not isinstance(body, dict) or body.get("root"):
+            if kind != "folder":
                 raise NotPermitted(f"{path}: a domain, not a folder")
-            self.store.delete(key)
+            self.store.delete(keys.domain_key(path))
             self.catalog.invalidate(path)
             return True
 

@@ -19,9 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import InvalidInput, NotFound, PolyfsError
+from ..errors import PolyfsError
 from ..formats import formats
-from ..model import keys
 from ..model.catalog import Catalog
 from .base import DirNode, FileNode, Node, ViewContext
 
@@ -98,7 +97,7 @@ def _collision(catalog: Catalog, path: str, what: str, mine: list[str], may_hold
         if other == path:
             continue
         why = _overlap(what, mine, may_hold, domain_leaf_paths(other), f"existing domain {other}")
-        if why and _has_root(catalog, other):
+        if why and catalog.domain_kind(other) == "domain":
             return why
     return None
 
@@ -114,14 +113,6 @@ def _overlap(what: str, mine: list[str], i_hold: bool, theirs: list[str], other:
         if a.startswith(b + "/"):
             return f"{what} would lie inside {other} ({b}) in the mount"
     return None
-
-
-def _has_root(catalog: Catalog, path: str) -> bool:
-    try:
-        body = catalog.get_json(keys.domain_key(path))
-    except (NotFound, InvalidInput):  # gone meanwhile, or unreadable: the views do not show it
-        return False
-    return isinstance(body, dict) and bool(body.get("root"))
 
 
 @dataclass

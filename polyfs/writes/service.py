@@ -43,8 +43,7 @@ from ..model.schema import Attribute, Dataset, Group, now
 from ..model.tree import DomainModel
 from ..views import hdmf
 from ..views.base import ViewContext
-from ..views.root import (domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict,
-                          view_parts)
+from ..views.root import domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict
 from .chunkin import stored_dtype, to_stored
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
                        WrittenFile, file_members)
@@ -229,11 +228,8 @@ class WriteService:
         if not t.parts:
             raise NotPermitted(f"{path}: a view's directory cannot be removed")
         folder = "/" + "/".join(t.parts)
-        self.router.domains.refresh(force=True)  # another host may have put a domain inside
-        here = tuple(t.parts)
-        if any(tuple(view_parts(t.suffix, t.view.keeps_names, d)[:len(here)]) == here
-               for d in self.router.domains.paths()) \
-                or any(f.startswith(folder + "/") for f in self.router.domains.folders()):
+        # a listing of the store now (another host may have put a domain inside), nothing read
+        if any(p.startswith(folder + "/") for p in self.catalog.list_domains(include_folders=True)):
             raise NotEmpty(path)
         if self.editor.delete_folder(folder):
             self.router.domains.refresh(force=True)
@@ -431,12 +427,8 @@ class WriteService:
             return coords, data, getattr(item[1], "crc32", None), None if old is None else _digest(old)
 
         def store(items: list, gone: list) -> None:
-            self.editor.put_chunks(domain, ds, items, gone, crcs=crcs)
-            stamp = time.time()
-            for coords, _ in items:
-                self._remember(idx.key_of(coords if ds.grid else (0,)), stamp, replaced.get(coords), writer)
-            for coords in gone:
-                self._remember(idx.key_of(tuple(coords) if ds.grid else (0,)), stamp, None, writer)
+            self._put_converted(domain, ds, [(c, b, replaced.get(c)) for c, b in items], gone, writer, crcs,
+                                at=lambda c: tuple(c) if ds.grid else (0,))  # no grid: one chunk, (0,)
 
         for got in bounded_map(self._pool, fetch, puts, ENCODE_THREADS * 2):
             if got is None:
@@ -692,7 +684,7 @@ class WriteService:
             log.info("%s: deleting chunks %s absent from the file written by process %d (read at %.3f; "
                      "they were written at %s)", where, [list(c) for c in deletes], writer, base_time,
                      [self._written_at.get(idx.key_of(c)) for c in deletes])
-        self._put_converted(cf, puts, deletes, writer)
+        self._put_converted(cf.domain, ds, puts, deletes, writer)
         batch: list[tuple[tuple[int, ...], bytes, bytes | None]] = []
         held = 0
         for coords, r in converted(again) if again else ():
@@ -700,23 +692,25 @@ class WriteService:
                 batch.append((coords, r[0], r[1]))
                 held += len(r[0])
             if held >= BATCH_BYTES:
-                self._put_converted(cf, batch, [], writer)
+                self._put_converted(cf.domain, ds, batch, [], writer)
                 batch, held = [], 0
         if batch:
-            self._put_converted(cf, batch, [], writer)
+            self._put_converted(cf.domain, ds, batch, [], writer)
         self.on_change()
 
-    def _put_converted(self, cf: ChunkFile, puts: list[tuple[tuple[int, ...], bytes, bytes | None]],
-                       deletes: list[tuple[int, ...]], writer: int) -> None:
+    def _put_converted(self, domain: str, ds: Dataset, puts: list[tuple[tuple[int, ...], bytes, bytes | None]],
+                       deletes: list, writer: int, crcs: dict[tuple[int, ...], int] | None = None,
+                       at: Callable[[Any], tuple[int, ...]] = tuple) -> None:
         """Store converted chunks (coords, bytes, digest of the version replaced) and delete
-        others; remember when, and what they replaced (stale copies, see :meth:`_chunks`)."""
-        idx = self.catalog.chunk_index(cf.ds)
-        self.editor.put_chunks(cf.domain, cf.ds, [(c, b) for c, b, _ in puts], deletes)
+        others; remember when, and what they replaced (stale copies, see :meth:`_chunks`).
+        ``at``: the coordinates of a chunk's key."""
+        idx = self.catalog.chunk_index(ds)
+        self.editor.put_chunks(domain, ds, [(c, b) for c, b, _ in puts], deletes, crcs=crcs)
         stamp = time.time()
         for coords, _, old in puts:
-            self._remember(idx.key_of(coords), stamp, old, writer)
+            self._remember(idx.key_of(at(coords)), stamp, old, writer)
         for coords in deletes:
-            self._remember(idx.key_of(coords), stamp, None, writer)
+            self._remember(idx.key_of(at(coords)), stamp, None, writer)
 
     def _stored(self, key: str) -> bytes | None:
         try:
