@@ -305,7 +305,9 @@ class LocalStore(Store):
                     path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 break
-            except FileNotFoundError:
+            except (FileNotFoundError, FileExistsError):
+                # a concurrent failed stage pruned the directory between our mkdir's EEXIST
+                # and its is_dir() check (FileExistsError), or before our open: make it again
                 if attempt == 3:
                     raise
             except OSError:

@@ -165,6 +165,27 @@ def test_local_delete_prunes_empty_dirs(tmp_path):
     assert not os.path.exists(tmp_path / "s" / "x")
 
 
+def test_local_put_survives_a_directory_pruned_under_its_mkdir(tmp_path, monkeypatch):
+    """Parallel temp files of one batch share a new directory: one stage's mkdir can see
+    EEXIST and then find the directory gone (another stage's failure pruned it), which
+    pathlib reports as FileExistsError. The stage makes the directory again instead of
+    failing the batch with a misleading "File exists" (seen on CI on a full disk, where
+    the real error was ENOSPC)."""
+    store = open_store(str(tmp_path / "s"), create=True)
+    real_mkdir = os.mkdir
+    raced = []
+
+    def mkdir_losing_a_race(path, mode=0o777):
+        if not raced and os.fspath(path).endswith("new"):
+            raced.append(path)
+            raise FileExistsError(17, "File exists", os.fspath(path))
+        return real_mkdir(path, mode)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_losing_a_race)
+    store.put_many([("new/a", b"1"), ("new/b", b"2")])
+    assert raced and store.get("new/a") == b"1" and store.get("new/b") == b"2"
+
+
 def _records(blob: bytes) -> set[bytes]:
     return set(r for r in blob.split(b"\0") if r)
 
