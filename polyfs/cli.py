@@ -59,7 +59,8 @@ def _add_mount(sub) -> None:
     p.add_argument("--read-only", action="store_true", help="refuse all writes (EROFS)")
     p.add_argument("-o", dest="options", action="append", default=[],
                    help="comma-separated options: FUSE options (allow_other, ...) and polyfs options "
-                        "(shard_max_chunks=N, unsharded, tiff_level=N, cache_mb=N, read_ahead_kb=N)")
+                        "(shard_max_chunks=N, unsharded, tiff_level=N, cache_mb=N, read_ahead_kb=N, "
+                        "write_buffer_mb=N, scratch_dir=DIR, ...; README.md lists them all)")
     p.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
                    help="debug, info, warning (default), error, critical")
     p.add_argument("--log-file", default=None, help="log to this file (daemon default: syslog-less stderr file)")
