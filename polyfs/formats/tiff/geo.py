@@ -4,8 +4,9 @@ A raster GDAL (``gdal_translate -of GTiff``, ``-of COG``), rasterio or tifffile 
 says where it lies on Earth only in these tags: the CRS (GeoKeyDirectory and its
 double/ASCII parameters), the pixel-to-model transform (ModelPixelScale with
 ModelTiepoint, or ModelTransformation), and GDAL's own nodata value and band metadata
-(scale, offset, descriptions, ``AREA_OR_POINT``). Dropping them turns a map into a
-bare picture, so the importer keeps each one as an attribute named like the tag
+(scale, offset, descriptions, ``AREA_OR_POINT``); an unorthorectified satellite scene
+says it in its RPC coefficients (``RPCCoefficientTag``, GDAL's RPC metadata). Dropping
+them turns a map into a bare picture, so the importer keeps each one as an attribute named like the tag
 (tifffile's names: ``GeoKeyDirectoryTag``, ``ModelPixelScaleTag``, ...; numbers as
 arrays, text as strings) that the other views show too, and the view writes them back
 onto every page of the dataset's file, so ``gdalinfo`` of ``tiff/`` shows the CRS,
@@ -41,6 +42,7 @@ GEO_TAGS: tuple[GeoTag, ...] = (
     GeoTag(34737, "GeoAsciiParamsTag", "text"),
     GeoTag(42112, "GDAL_METADATA", "text"),
     GeoTag(42113, "GDAL_NODATA", "text"),
+    GeoTag(50844, "RPCCoefficientTag", "f64", (92, 92)),  # a satellite scene's rational polynomial camera
 )
 GEO_TAG_NAMES = tuple(t.name for t in GEO_TAGS)
 

@@ -31,6 +31,7 @@ levels a writer adds are not stored).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import math
@@ -54,7 +55,7 @@ from ...importers.common import ImportOptions, Progress, chunk_region, parse_cod
 from ...model import types as T
 from ...model import values
 from ...model.changes import ObjectChange
-from ...model.schema import Attribute, Dataset, Group, Link, now
+from ...model.schema import Attribute, Dataset, Group, Link, Shape, now
 from ...model.writer import stamp
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
@@ -68,7 +69,7 @@ from .image import written_stem
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
 from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags
-from .source import SeriesLayout, TiffImporter, geometry, image_attributes
+from .source import SeriesLayout, TiffImporter, extra_samples, geometry, image_attributes, say_tags_dropped
 from .written import (
     BaseSource,
     VerifyingWriter,
@@ -88,7 +89,9 @@ log = logging.getLogger(__name__)
 VALIDATE_THREADS = 4
 # attributes a rewritten file sets on its existing dataset (the rest describe how it was written)
 REPLACED_ATTRIBUTES = ("resolution", "resolution_unit")
-KEPT_TEXT = ("image_description",)  # the writer's own ImageDescription (source.foreign_description)
+# the writer's own ImageDescription (source.foreign_description), what its extra samples are, OME
+# channel names
+KEPT_TEXT = ("image_description", "extrasamples", "channel_names")
 
 
 def _options(where: str) -> ImportOptions:
@@ -135,6 +138,7 @@ class TiffIngester:
     def document_changes(self, t: Any, src: WrittenFile, where: str) -> DocumentChanges:
         name = written_stem(t.rest[0])
         assert name is not None
+        t = self._current(t, where)
         parent: Group = t.obj
         existing = self._existing(t, parent, name, where)
         with reading(where):
@@ -148,6 +152,8 @@ class TiffIngester:
                     tif = open_tiff(src, generic=True)
                 one_series(tif, where)  # a file that is refused says nothing about what it drops
                 _say_levels_dropped(tif, where)
+                if existing is None or not getattr(src, "based", False):
+                    say_tags_dropped(tif, where)  # (edits in place: _tags_changed)
                 if existing is None:
                     return self._new(t, parent, name, tif, src, where)
                 if getattr(src, "based", False):
@@ -157,6 +163,24 @@ class TiffIngester:
                 return self._replace(t, existing, tif, src, where, appended)
             finally:
                 tif.close()
+
+    def _current(self, t: Any, where: str) -> Any:
+        """``t`` over the domain's model as it is now (this runs under the domain's lock): the path
+        was routed before the lock was taken, and a model another writer has committed over since
+        then lacks what it added. A new file's link is set in its group's whole link table, so one
+        made from that stale table dropped the links of files written beside it at the same time
+        (six ``gdal_translate`` runs in parallel into one directory kept one or two datasets, and
+        every close reported success)."""
+        model = self.catalog.load(t.domain)
+        if model is t.model:
+            return t
+        try:
+            obj = model.resolve(t.h5path)
+        except NotFound:
+            raise NotFound(f"{where}: group {t.h5path} was removed meanwhile") from None
+        if not isinstance(obj, Group):
+            raise InvalidInput(f"{where}: {t.h5path} is no longer a group")
+        return dataclasses.replace(t, model=model, obj=obj)
 
     def _existing(self, t: Any, parent: Group, name: str, where: str) -> Dataset | None:
         link = parent.links.get(name)
@@ -217,6 +241,7 @@ class TiffIngester:
                 before = [(np.asarray(p.dataoffsets, np.int64), np.asarray(p.databytecounts, np.int64))
                           for p in frames(old)]
                 served = _plain_tags(old.pages.first)
+                served_extra = extra_samples(old.pages.first)
         except Exception:  # noqa: BLE001 - the view's own file: it parses, unless the model moved meanwhile
             return None
         img = Segments.of(pages, key, geo, lead, dtype, where)
@@ -231,7 +256,7 @@ class TiffIngester:
                     changed.add((n, int(t_)))
         img.check_bounds(src.size(), where)
         out = DocumentChanges()
-        tags = _geo_change(ds, key)
+        tags = _geo_change(ds, key, served_extra)
         if tags is not None:
             out.objects.append(tags)
         dropped = _tags_changed(served, key)
@@ -373,7 +398,8 @@ class TiffIngester:
                     puts.append((coords, _bind(self._whole_chunk, target, pipe, img, src, coords, where, cache)))
             elif stored(coords) >= 0:
                 deletes.append(coords)
-        change = ObjectChange(ds.id, set_attributes=self._attributes(ds, tif, series, lay))
+        kept, gone = self._attributes(ds, tif, series, lay)
+        change = ObjectChange(ds.id, set_attributes=kept, remove_attributes=gone)
         if dims != have:
             change.resize = dims
         if not change.is_empty():
@@ -393,10 +419,16 @@ class TiffIngester:
         return _encode(ds, pipe, block)
 
     @staticmethod
-    def _attributes(ds: Dataset, tif: Any, series: Any, lay: SeriesLayout) -> dict[str, Attribute]:
-        """Resolution (when the file gives a unit), ImageJ metadata, the writer's own ImageDescription and
-        GeoTIFF/GDAL tags the file carries, where they differ from the dataset's."""
+    def _attributes(ds: Dataset, tif: Any, series: Any, lay: SeriesLayout) -> tuple[dict[str, Attribute], list[str]]:
+        """(attributes to set, to remove): resolution (when the file gives a unit), ImageJ metadata, the
+        writer's own ImageDescription and GeoTIFF/GDAL tags the file carries, where they differ from
+        the dataset's; and, when the file carries GeoTIFF/GDAL tags (a georeferencing writer says all
+        it means), those of the dataset it no longer has: a nodata value, CRS or transform the new file
+        dropped must not be served with its pixels. A file with none of them (a plain picture written
+        back over a map) leaves the dataset's."""
         got = image_attributes(tif, series, lay.key, lay.axes)
+        said = [k for k in got if k in GEO_TAG_NAMES]
+        gone = sorted(k for k in GEO_TAG_NAMES if said and k in ds.attributes and k not in said)
         unit = got.get("resolution_unit")
         keep = {k: v for k, v in got.items() if k.startswith("imagej_") or k in GEO_TAG_NAMES or k in KEPT_TEXT
                 or (k in REPLACED_ATTRIBUTES and unit is not None and unit[2] != "none")}
@@ -407,15 +439,19 @@ class TiffIngester:
                     T.resolved(old.type).to_json() == T.resolved(typ).to_json():
                 continue
             out[k] = Attribute(k, typ, shape, value, now())
-        return out
+        return out, gone
 
 
 # -- helpers ------------------------------------------------------------------------------
-def _geo_change(ds: Dataset, key: Any) -> ObjectChange | None:
+def _geo_change(ds: Dataset, key: Any, served_extra: list[str]) -> ObjectChange | None:
     """GeoTIFF/GDAL tags edited in place (``gdal_edit.py -a_srs/-a_ullr/-a_nodata/-mo``,
     ``-unsetnodata``): the attributes whose tag now says something else, and those whose tag
-    the view's file served and the file no longer has."""
+    the view's file served and the file no longer has; ExtraSamples set in place (``gdal_edit.py
+    -colorinterp_2 alpha``) as the ``extrasamples`` attribute."""
     got = geo_attributes(key)
+    extra = extra_samples(key)
+    if extra != served_extra and len(extra) == len(served_extra):
+        got["extrasamples"] = (T.StringType(None, "utf8", "nullterm"), Shape("simple", (len(extra),)), extra)
     served = {name for name, _ in geo_tags(ds)}
     change = ObjectChange(ds.id)
     for k, (typ, shape, value) in got.items():
@@ -428,9 +464,10 @@ def _geo_change(ds: Dataset, key: Any) -> ObjectChange | None:
     return None if change.is_empty() else change
 
 
+EXTRA_SAMPLES_TAG = 338  # kept as the attribute ``extrasamples`` (_geo_change)
 # tags an in-place edit changes with the tiles (where they are), that geo.py keeps, or that writers
 # set for themselves (Software, DateTime: GDAL copies a source's into a file it updates)
-_LAYOUT_TAGS = frozenset({273, 279, 305, 306, 324, 325, *(g.code for g in GEO_TAGS)})
+_LAYOUT_TAGS = frozenset({273, 279, 305, 306, 324, 325, EXTRA_SAMPLES_TAG, *(g.code for g in GEO_TAGS)})
 
 
 def _plain_tags(page: Any) -> dict[int, tuple[str, Any]]:
@@ -489,8 +526,6 @@ def _same_value(a: np.ndarray, b: Any) -> bool:
 def _resized(ds: Dataset, dims: tuple[int, ...]) -> Dataset:
     """A copy of ``ds`` with another extent (its chunk grid; nothing stored)."""
     import copy
-
-    from ...model.schema import Shape
 
     out = copy.copy(ds)
     out.shape = Shape("simple", tuple(dims), ds.shape.maxdims)

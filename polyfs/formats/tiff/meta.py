@@ -25,6 +25,10 @@ unrecognised leading dims take, from the last leading dim backwards, the first
 unused of Z, C, T (NGFF's ``t, c, z, y, x`` order: a 3-D array is ZYX, 4-D
 CZYX, 5-D TCZYX).
 
+**Channel names.** The OME ``Channel`` elements are named from the attribute
+``channel_names`` (what an OME-TIFF written or imported said: DAPI, GFP...), else the
+``label`` of each channel of the NGFF ``omero`` metadata of the parent group.
+
 **Pixel sizes.** The first of these that is present and valid is used:
 
 1. NGFF ``multiscales`` on the parent group: the ``scale`` transforms of the
@@ -360,8 +364,36 @@ def _xml_unit(sym: str) -> str:
     return sym.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
-def ome_xml(name: str, axes: Sequence[Axis], dtype: np.dtype) -> str:
-    """OME-XML (2016-06) for one image whose planes are the file's IFDs in C order."""
+def channel_names(ds: Dataset, parent: Group | None, name: str, size: int) -> list[str] | None:
+    """Names of the ``size`` channels of the C axis: the attribute ``channel_names`` (an
+    OME-TIFF's ``Channel Name``, kept by import and writes), else the ``label`` of each channel
+    of the NGFF ``omero`` metadata of a parent group whose ``multiscales`` lists the dataset."""
+    names = _channel_texts(_attr(ds, "channel_names"), size)
+    if names is not None or _ngff_entry(parent, name) is None:
+        return names
+    omero = _attr(parent, "omero")
+    if omero is None:
+        ome = _attr(parent, "ome")
+        omero = ome.get("omero") if isinstance(ome, dict) else None
+    chans = omero.get("channels") if isinstance(omero, dict) else None
+    if not isinstance(chans, list):
+        return None
+    return _channel_texts([c.get("label") if isinstance(c, dict) else None for c in chans], size)
+
+
+def _channel_texts(v: Any, size: int) -> list[str] | None:
+    """``size`` names (None/absent ones empty), or None unless one is given at least."""
+    if isinstance(v, str) and size == 1:
+        v = [v]
+    if not isinstance(v, (list, tuple)) or len(v) != size:
+        return None
+    out = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x if isinstance(x, str) else "" for x in v]
+    return out if any(out) else None
+
+
+def ome_xml(name: str, axes: Sequence[Axis], dtype: np.dtype, channels: Sequence[str] | None = None) -> str:
+    """OME-XML (2016-06) for one image whose planes are the file's IFDs in C order; ``channels``:
+    the C axis's channel names."""
     lead = [a for a in axes[:-2]]
     by = {a.letter: a for a in axes}
     order = "XY" + "".join(a.letter for a in reversed(lead))
@@ -380,14 +412,15 @@ def ome_xml(name: str, axes: Sequence[Axis], dtype: np.dtype) -> str:
     if t is not None and t.scale:
         attrs.append(f'TimeIncrement="{_xml_num(t.scale)}" TimeIncrementUnit="{_xml_unit(t.unit or "s")}"')
     nplanes = sizes["Z"] * sizes["C"] * sizes["T"]
-    channels = "".join(f'<Channel ID="Channel:0:{c}" SamplesPerPixel="1"><LightPath/></Channel>'
-                       for c in range(sizes["C"]))
+    named = channels if channels is not None and len(channels) == sizes["C"] else [""] * sizes["C"]
+    chans = "".join(f'<Channel ID="Channel:0:{c}"{f" Name={quoteattr(n)}" if n else ""} SamplesPerPixel="1">'
+                    f'<LightPath/></Channel>' for c, n in enumerate(named))
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<OME xmlns="{OME_NS}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
         f'xsi:schemaLocation="{OME_NS} {OME_NS}/ome.xsd" Creator="polyfs">'
         f'<Image ID="Image:0" Name={quoteattr(name)}>'
-        f'<Pixels {" ".join(attrs)}>{channels}<TiffData IFD="0" PlaneCount="{nplanes}"/></Pixels>'
+        f'<Pixels {" ".join(attrs)}>{chans}<TiffData IFD="0" PlaneCount="{nplanes}"/></Pixels>'
         "</Image></OME>"
     )
 
@@ -425,5 +458,7 @@ def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np
     if planes > 1:
         return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))
     if ome_ok:
-        return ImageMeta(axes, "ome", ome_xml(title, axes, dtype), resolution_tags(axes))
+        c = next((a.size for a in axes if a.letter == "C"), 1)
+        names = channel_names(ds, parent, name, c)
+        return ImageMeta(axes, "ome", ome_xml(title, axes, dtype, names), resolution_tags(axes))
     return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))

@@ -12,11 +12,13 @@ its last two dimensions are the plane, the leading ones pages. Two cases differ:
   The file then has SamplesPerPixel S, PlanarConfiguration 1 (contig), and
   PhotometricInterpretation RGB for 3 or 4 samples (the 4th an unassociated
   alpha, ExtraSamples 2) unless ``photometric`` names another; else
-  MinIsBlack with S-1 unspecified ExtraSamples.
+  MinIsBlack with S-1 unspecified ExtraSamples; the ExtraSamples a written file had
+  (attribute ``extrasamples``) replace these when there are as many.
 - **the photometric a written file had** (attribute ``photometric``, tifffile's
   name): MinIsWhite (1-bit masks, scanned documents: a viewer would show them
   inverted as MinIsBlack), Palette with the attribute ``colormap`` ((3, 2**bits)
-  uint16, the ColorMap tag, 8- and 16-bit unsigned samples only), Separated
+  uint16, the ColorMap tag, 8- and 16-bit unsigned samples only; a shorter map, of
+  a 1- to 4-bit palette file, padded), Separated
   (CMYK, 4 samples or more) and YCbCr of 3 samples (stored as written: served
   with YCbCrSubSampling 1, 1, since libtiff's default is 2, 2) are served as
   they were written; the stored values are the file's, so only this tag tells
@@ -52,6 +54,7 @@ MAX_SAMPLES = 16  # a longer last axis with ``axes`` ending in S is shown as pag
 # PhotometricInterpretation codes the view writes
 PHOTOMETRIC = {"MINISWHITE": 0, "MINISBLACK": 1, "RGB": 2, "PALETTE": 3, "SEPARATED": 5, "YCBCR": 6}
 EXTRA_UNSPECIFIED, EXTRA_UNASSOCIATED_ALPHA = 0, 2
+EXTRA_SAMPLES = {"UNSPECIFIED": 0, "ASSOCALPHA": 1, "UNASSALPHA": 2}  # tifffile's names of ExtraSamples codes
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ def raster(ds: Dataset) -> Raster | None:
         dims, chunks, grid = dims[:-1], chunks[:-1], grid[:-1]
     planes = _planes(ds, dims) if samples == 1 else 1
     photometric, extra, tags = _photometric(ds, samples * planes, sample)
+    extra = _extra_samples(ds, extra)
     return Raster(dims, chunks, grid, samples, sample, photometric, extra, tags, planes)
 
 
@@ -165,9 +169,32 @@ def _photometric(ds: Dataset, samples: int, sample: np.dtype
     return PHOTOMETRIC["MINISBLACK"], (EXTRA_UNSPECIFIED,) * (samples - 1), ()
 
 
+def _extra_samples(ds: Dataset, default: tuple[int, ...]) -> tuple[int, ...]:
+    """The ExtraSamples a written file had (attribute ``extrasamples``: tifffile's names or the
+    codes, one per extra sample), else ``default``: a grey image's alpha (``gdalwarp
+    -dstalpha``), a premultiplied alpha and an RGB image's plain fourth band (RGBN) are served
+    as written, not as unspecified or unassociated alpha."""
+    a = ds.attributes.get("extrasamples")
+    if a is None or not default:
+        return default
+    said = a.value if isinstance(a.value, list) else [a.value]
+    if len(said) != len(default):
+        return default
+    out = []
+    for x in said:
+        code = EXTRA_SAMPLES.get(x.upper()) if isinstance(x, str) else \
+            x if isinstance(x, int) and not isinstance(x, bool) and x in EXTRA_SAMPLES.values() else None
+        if code is None:
+            return default
+        out.append(code)
+    return tuple(out)
+
+
 def _colormap(ds: Dataset, sample: np.dtype) -> np.ndarray | None:
     """The ``colormap`` attribute as a ColorMap tag's values (3 * 2**bits), or None when the
-    samples are no palette indices (8- or 16-bit unsigned) or it does not fit them."""
+    samples are no palette indices (8- or 16-bit unsigned) or it does not fit them. The map of
+    a file of fewer bits per sample (GDAL ``NBITS=4``: 16 colours, 1-bit: 2), whose samples the
+    view serves as 8-bit, is padded with black: its indices keep their colours."""
     a = ds.attributes.get("colormap")
     if a is None or sample.kind not in "ub" or sample.itemsize not in (1, 2):
         return None
@@ -175,8 +202,12 @@ def _colormap(ds: Dataset, sample: np.dtype) -> np.ndarray | None:
         cmap = np.asarray(a.value, dtype=np.int64)
     except (TypeError, ValueError):
         return None
-    if cmap.shape != (3, 1 << (8 * sample.itemsize)) or cmap.min() < 0 or cmap.max() > 0xFFFF:
+    size = 1 << (8 * sample.itemsize)
+    if cmap.ndim != 2 or cmap.shape[0] != 3 or not 0 < cmap.shape[1] <= size or cmap.min() < 0 \
+            or cmap.max() > 0xFFFF:
         return None
+    if cmap.shape[1] < size:
+        cmap = np.concatenate([cmap, np.zeros((3, size - cmap.shape[1]), np.int64)], axis=1)
     return cmap.reshape(-1)
 
 

@@ -42,7 +42,7 @@ from ...model.types import from_numpy_any as dtype_from_numpy
 from ...model.values import element_to_json
 from ...model.jsonattrs import json_attribute
 from ...codecs.sniff import zstd_has_content_size
-from .geo import geo_attributes
+from .geo import GEO_TAGS, geo_attributes
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,20 @@ JPEG_COMPRESSIONS = (6, 7, 34892)  # old-style JPEG, JPEG, lossy JPEG (DNG): dec
 class _BrokenPageChain(logging.Handler):
     """Catches tifffile's report of a page chain that leads out of the file (a truncated
     or corrupt file): tifffile logs it and stops at the last good page, so the import
-    would succeed with pages missing. Other tifffile messages pass on as they are."""
+    would succeed with pages missing. Its error that a description does not match the pages
+    (GDAL copies its source's ImageDescription into what it writes, tifffile's shaped JSON
+    included, whatever the band count) is a warning naming the file: the pages are read as they
+    are and nothing is lost, yet ``polyfs import`` printed ``ERROR`` for a good import. Other
+    tifffile messages pass on as they are."""
 
     MARKS = ("invalid page offset", "invalid offset to first page", "invalid offset to page")
+    MISMATCH = ("does not match page shape", "invalid shaped series metadata")
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         super().__init__(logging.WARNING)
         self.problem: str | None = None
+        self.path = path
+        self.mismatch_said = False
         self._log = logging.getLogger("tifffile")
 
     def __enter__(self) -> "_BrokenPageChain":
@@ -78,6 +85,13 @@ class _BrokenPageChain(logging.Handler):
             if self.problem is None:
                 self.problem = message.split("> ", 1)[-1]  # without tifffile's object repr
             return False  # reported as the import's error instead
+        if any(m in message for m in self.MISMATCH):  # one warning, however many lines tifffile logs
+            if self.mismatch_said:
+                return False
+            self.mismatch_said = True
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+            record.msg, record.args = (f"{self.path}: {message.split('> ', 1)[-1]}: its ImageDescription does not "
+                                       f"describe its pages (a copied one); the pages are imported as they are"), ()
         return True
 
 
@@ -189,7 +203,7 @@ class TiffImporter:
     def run(self) -> None:
         import tifffile
 
-        with _BrokenPageChain() as chain:
+        with _BrokenPageChain(self.path) as chain:
             try:
                 tif = tifffile.TiffFile(self.path)
             except Exception as exc:  # tifffile raises many kinds for broken headers
@@ -209,6 +223,7 @@ class TiffImporter:
         series = [s for s in tif.series if s is not None and len(s.pages)]
         if not series:
             raise self.err("", "the file holds no image")
+        say_tags_dropped(tif, str(self.path))
         for i, s in enumerate(series):
             base = "image" if len(series) == 1 else f"image{i}"
             levels = list(getattr(s, "levels", None) or [s])
@@ -392,9 +407,11 @@ class _PageArrays:
 
 def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
     """The attributes an image's tags make (name -> type, shape, JSON value): ``axes``,
-    ``name``, ``photometric`` (a palette's ``colormap`` too), ``resolution`` (X, Y per unit) with ``resolution_unit``, the
+    ``name``, ``photometric`` (a palette's ``colormap`` too), ``extrasamples`` (what the samples past the
+    photometric's own are), ``resolution`` (X, Y per unit) with ``resolution_unit``, the
     ImageJ hyperstack metadata as ``imagej_<key>``, the writer's own ImageDescription (not
-    tifffile's, ImageJ's or OME metadata) as ``image_description``; GeoTIFF and
+    tifffile's, ImageJ's or OME metadata) as ``image_description``, an OME-TIFF's pixel sizes and
+    channel names; GeoTIFF and
     GDAL tags under their own names (geo.py)."""
     out: dict[str, tuple[T.DType, Shape, Any]] = {}
     vl = T.StringType(None, "utf8", "nullterm")
@@ -410,6 +427,9 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
         photometric = "RGB"  # the JPEG codec hands YCbCr data over as RGB: what is stored
     if photometric is not None:
         out["photometric"] = (vl, Shape("scalar"), photometric)
+    extra = extra_samples(key)
+    if extra:  # served back (raster.py): an alpha or a plain band (RGBN) stays what it was
+        out["extrasamples"] = (vl, Shape("simple", (len(extra),)), extra)
     cmap = getattr(key, "colormap", None) if photometric == "PALETTE" else None
     if cmap is not None and np.ndim(cmap) == 2 and np.shape(cmap)[0] == 3:  # served back (raster.py)
         out["colormap"] = (T.IntType(2, False), Shape("simple", tuple(np.shape(cmap))),
@@ -443,7 +463,38 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
     if text:
         out["image_description"] = (vl, Shape("scalar"), text)
     out.update(ome_pixel_sizes(tif, series, axes))
+    out.update(ome_channel_names(tif, series, axes))
     out.update(geo_attributes(key))
+    return out
+
+
+# private tags (32768 and up) a file's image keeps: GeoTIFF/GDAL ones (attributes), ImageJ's
+# metadata and its byte counts (attributes), SGI's ImageDepth and TileDepth (the layout), LERC's
+# parameters (how its tiles decode: the data is kept)
+_KEPT_PRIVATE = frozenset({*(g.code for g in GEO_TAGS), 50838, 50839, 32997, 32998, 50674})
+
+
+def say_tags_dropped(tif: Any, where: str) -> None:
+    """One log line naming the private tags of a file's first page that are not kept (a file written
+    into the view, or imported): an instrument's metadata (Micro-Manager, LSM, ScanImage...), EXIF,
+    an ICC profile, a writer's own tags (tifffile ``extratags``) would otherwise vanish unseen."""
+    page = tif.pages.first
+    tags = page.tags.values() if hasattr(page, "tags") else ()
+    dropped = [f"{t.name} ({t.code})" if t.name != str(t.code) else str(t.code) for t in tags
+               if t.code >= 32768 and t.code not in _KEPT_PRIVATE]
+    if dropped:
+        log.warning("%s: private tag(s) %s dropped (the dataset keeps the image, its resolution, description, "
+                    "GeoTIFF/GDAL and ImageJ metadata)", where, ", ".join(dropped))
+
+
+def extra_samples(key: Any) -> list[str]:
+    """The page's ExtraSamples as tifffile's names (``UNSPECIFIED``, ``ASSOCALPHA``,
+    ``UNASSALPHA``; an unknown code as its number): whether a band past the photometric's
+    own is an alpha (premultiplied or not) or a plain band (the NIR of an RGBN image)."""
+    out = []
+    for e in getattr(key, "extrasamples", None) or ():
+        name = getattr(e, "name", None)
+        out.append(str(name) if name else str(int(e)))
     return out
 
 
@@ -460,6 +511,45 @@ def foreign_description(key: Any) -> str | None:
     return None
 
 
+def _ome_pixels(tif, series) -> tuple[Any, dict] | None:
+    """(the series whose level ``series`` is, its OME ``Pixels`` element as tifffile's dict), or
+    None for files that are no OME-TIFF."""
+    if not getattr(tif, "is_ome", False) or not tif.ome_metadata:
+        return None
+    import tifffile
+
+    found = next(((i, s) for i, s in enumerate(tif.series)
+                  if s is series or any(lv is series for lv in (getattr(s, "levels", None) or ()))), None)
+    if found is None:
+        return None
+    index, base = found
+    try:
+        images = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]
+        image = (images if isinstance(images, list) else [images])[index]
+        pixels = image["Pixels"]
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+    return (base, pixels) if isinstance(pixels, dict) else None
+
+
+def ome_channel_names(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
+    """An OME-TIFF image's channel names (``Channel Name``: DAPI, GFP...), one per index of its C
+    axis, as ``channel_names``; the view's OME-XML names its channels so again (meta.py)."""
+    found = _ome_pixels(tif, series)
+    if found is None or "C" not in axes:
+        return {}
+    channels = found[1].get("Channel")
+    channels = channels if isinstance(channels, list) else [channels]
+    size = int(series.shape[axes.index("C")]) if len(axes) == len(series.shape) else -1
+    if len(channels) != size or not all(isinstance(c, dict) for c in channels):
+        return {}
+    names = [c.get("Name") for c in channels]
+    if not any(isinstance(n, str) and n for n in names):
+        return {}
+    texts = [n if isinstance(n, str) else "" if n is None else str(n) for n in names]
+    return {"channel_names": (T.StringType(None, "utf8", "nullterm"), Shape("simple", (len(texts),)), texts)}
+
+
 def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
     """An OME-TIFF image's ``PhysicalSizeX/Y/Z`` (and units) as ``pixel_size`` and ``unit``.
 
@@ -469,21 +559,10 @@ def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, A
     per dimension when every dimension is Z, Y or X (a last samples axis aside), else one per
     spatial dimension (Z, Y, X of a TCZYX image; meta.py spreads them), else the (Y, X) pair.
     Pyramid levels get the base sizes scaled by the level's downsampling."""
-    if not getattr(tif, "is_ome", False) or not tif.ome_metadata:
-        return {}
-    import tifffile
-
-    found = next(((i, s) for i, s in enumerate(tif.series)
-                  if s is series or any(lv is series for lv in (getattr(s, "levels", None) or ()))), None)
+    found = _ome_pixels(tif, series)
     if found is None:
         return {}
-    index, base = found
-    try:
-        images = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]
-        image = (images if isinstance(images, list) else [images])[index]
-        pixels = image["Pixels"]
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        return {}
+    base, pixels = found
     letters = axes[:-1] if axes.endswith("S") else axes
     sizes: dict[str, tuple[float, str]] = {}
     for letter in "XYZ":

@@ -97,6 +97,7 @@ TAGS: dict[str, Tag] = {t.name: t for t in (
     Tag(34737, "GeoAsciiParamsTag", ASCII),
     Tag(42112, "GDAL_METADATA", ASCII),
     Tag(42113, "GDAL_NODATA", ASCII),
+    Tag(50844, "RPCCoefficientTag", DOUBLE),
 )}
 TAG_NAMES: dict[int, str] = {t.code: t.name for t in TAGS.values()}
 
