@@ -56,6 +56,7 @@ from ...vfile import ChunkRun
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, DomainRenderer, HDF5File, dimension_scale_class, external_file
+from .ncfill import shown_fill
 from .scales import SCALE_ATTRS, same_as_shown
 from .source import HDF5Importer, _Object, model_type, scalar_block
 
@@ -408,10 +409,10 @@ class DocumentDiff:
         extra = self.planner.synthesized().extra.get(obj.model.id, {})  # shown, not stored (scales.py)
         change = ObjectChange(obj.model.id)
         for name, attr in got.items():
-            if name in extra and name not in have and not self.scales_written:
-                continue  # as the view showed it (_scales_changed)
-            old = have.get(name)
-            if old is None or not _same_attribute(name, old, attr):
+            if name in extra and not self.scales_written:
+                continue  # as the view showed it (_scales_changed), a stored one it extended too
+            old = have.get(name)  # compared as shown (ncfill.py)
+            if old is None or not _same_attribute(name, shown_fill(obj.model, name, old), attr):
                 change.set_attributes[name] = attr
         change.remove_attributes = sorted(n for n in shown if n not in got and n in have)
         if _tracks_attribute_order(h5obj):
@@ -450,7 +451,7 @@ class DocumentDiff:
             oid = obj.model.id
             extra = synth.extra.get(oid, {})
             have = obj.model.attributes
-            if {n for n in names if n in SCALE_ATTRS and n not in have} != set(extra):
+            if {n for n in names if n in SCALE_ATTRS and (n not in have or n in extra)} != set(extra):
                 return True
             if id(obj) in self._shown_only:
                 found.add(oid)

@@ -160,6 +160,14 @@ def layout_contiguous(data: AddrKey | None, size: int) -> Message:
     return Message(MSG_LAYOUT, body)
 
 
+# Filters HDF5 must be allowed to skip for a chunk: the blosc filter (hdf5-blosc, hdf5plugin,
+# netCDF's) gives up on a chunk it cannot shrink (incompressible data, or under blosc's 128-byte
+# minimum) and relies on being optional, as h5py makes every plugin filter. Served mandatory,
+# every write of such a chunk through the view failed at flush ("filter returned failure").
+# A chunk HDF5 then writes unfiltered (its filter mask) is encoded again at commit (diff.py).
+MAY_SKIP = frozenset({BLOSC})
+
+
 def filter_pipeline(filters: Sequence[Filter]) -> Message:
     out = [FILTER_PIPELINE_V1.pack(filters=len(filters))]
     for f in filters:
@@ -167,7 +175,7 @@ def filter_pipeline(filters: Sequence[Filter]) -> Message:
         text = FILTER_NAMES.get(f.id, f"filter {f.id}") if f.known else f.label
         name = padded(text.encode("ascii", "replace") + b"\0") if text else b""
         cd = tuple(int(v) & 0xFFFFFFFF for v in f.cd_values)
-        out.append(FILTER_V1.pack(id=f.id, name_length=len(name), flags=1 if f.optional else 0,
+        out.append(FILTER_V1.pack(id=f.id, name_length=len(name), flags=1 if f.optional or f.id in MAY_SKIP else 0,
                                   client_values=len(cd)))
         out.append(name)
         out.append(struct.pack(f"<{len(cd)}I", *cd))

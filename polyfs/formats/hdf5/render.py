@@ -72,6 +72,7 @@ from . import messages as M
 from .btree import ChunkBTree, Symbol, group_blocks
 from .dtypes import DiskEncoder, disk_fill, disk_itemsize, fixed, has_padding, same_bytes, to_disk
 from .layout import Block, Blob, FilePlan, blob_block
+from .ncfill import shown_fill
 from .scales import Synthesized, synthesize
 from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
 from .vlheap import GlobalHeap, vlen_chunks
@@ -277,6 +278,7 @@ class DomainRenderer:
     def _attributes(self, obj: Any, path: str) -> list[M.Message]:
         out = []
         for name, attr in self.synthesized().shown(obj.id, obj.attributes, self.in_file).items():
+            attr = shown_fill(obj, name, attr)  # of its variable's type, as netCDF requires
             try:
                 t = attr.type
                 if isinstance(t, T.Committed) and t.id not in self.in_file:

@@ -4,7 +4,8 @@ Data written through ``zarr/`` by xarray (``dimension_names``, stored as each
 dataset's ``_ARRAY_DIMENSIONS`` attribute) has named dimensions but no HDF5
 dimension scales, so netCDF readers of ``hdf5/`` would see ``phony_dim_N``. For a
 domain holding no dimension scale of its own (no dataset with ``CLASS``,
-``DIMENSION_LIST`` or ``REFERENCE_LIST``: real scales are never mixed with these),
+``DIMENSION_LIST`` or ``REFERENCE_LIST``: no scale is made beside real ones; an array
+added to a netCDF-4 file is attached to its scales, below),
 the view shows the attributes netCDF-4 (through libhdf5's H5DS) writes, in the
 form ``polyfs import`` stores a netCDF-4 file's scales:
 
@@ -26,6 +27,14 @@ form ``polyfs import`` stores a netCDF-4 file's scales:
   it reads with phony dimensions (netCDF-C reuses a dimension of the same length);
 - ``_ARRAY_DIMENSIONS`` is hidden where these attributes say the same (datasets with a
   DIMENSION_LIST, scales), as a netCDF-4 file has no such attribute; it stays stored.
+
+In a domain with scales of its own (a netCDF-4 file), an array added through ``zarr/``
+(xarray ``to_zarr(mode="a")``) names its dimensions only in ``_ARRAY_DIMENSIONS``: it is
+shown attached to its group's netCDF scales of those names (``CLASS`` and a ``NAME`` that
+is the dimension's or netCDF's dimension-only text: ``DIMENSION_LIST``, and each scale's
+stored ``REFERENCE_LIST`` shown with it added) when every axis has one of its length (up
+to it along an unlimited one), else left as it is. Nothing else is made there: no
+dimension-only datasets, no new scales.
 
 Nothing here is stored: the view shows it (render.py), and the ingester compares
 a written file with it (diff.py), so a writer that leaves it alone stores nothing,
@@ -171,8 +180,19 @@ def synthesize(model: DomainModel, in_file: set[str] | None = None) -> Synthesiz
     """The scale attributes the HDF5 view shows for ``model`` (datasets outside ``in_file``,
     left out of the file, take no part)."""
     out = Synthesized()
+    members, groups = _members(model, in_file)
     if has_real_scales(model.datasets.values()):
+        for items in members.values():
+            _attach_to_real(items, out)
         return out
+    for gpath, items in members.items():
+        _group(gpath, groups[gpath], model.domain.root, items, out)
+    return out
+
+
+def _members(model: DomainModel, in_file: set[str] | None
+             ) -> tuple[dict[str, list[tuple[str, Dataset, list[str | None]]]], dict[str, Group]]:
+    """Per group path, (link name, dataset, dimension names) of its datasets; the groups."""
     members: dict[str, list[tuple[str, Dataset, list[str | None]]]] = {}  # group path -> (name, ds, dims)
     groups: dict[str, Group] = {}
     for entry in model.walk():
@@ -187,9 +207,62 @@ def synthesize(model: DomainModel, in_file: set[str] | None = None) -> Synthesiz
         dims = array_dimensions(ds, rank) if rank else None
         members.setdefault(entry.parent.path, []).append(
             (entry.path.rsplit("/", 1)[1], ds, [d or None for d in dims] if dims else []))
-    for gpath, items in members.items():
-        _group(gpath, groups[gpath], model.domain.root, items, out)
-    return out
+    return members, groups
+
+
+def _attach_to_real(items: list[tuple[str, Dataset, list[str | None]]], out: Synthesized) -> None:
+    """A domain with scales of its own (a netCDF-4 file) where an array was added through
+    ``zarr/`` (xarray ``to_zarr(mode="a")``), its dimensions named only in
+    ``_ARRAY_DIMENSIONS``: it is shown attached to its group's scales of those names, as
+    netCDF-C attaches a variable it adds (``DIMENSION_LIST``, and the scales'
+    ``REFERENCE_LIST`` with it added), not with phony dimensions netCDF readers then drop."""
+    scales = {link: ds for link, ds, _ in items if _netcdf_scale(link, ds)}
+    attached: dict[str, list[tuple[str, int]]] = {}
+    for _, ds, dims in items:
+        if not dims or ARRAY_DIMENSIONS not in ds.attributes or any(a in ds.attributes for a in SCALE_ATTRS):
+            continue
+        if not all(n is not None and n in scales and _fits(int(ds.shape.dims[i]), scales[n])
+                   for i, n in enumerate(dims)):
+            continue
+        if any(_references(scales[n]) is None for n in dims):
+            continue  # a REFERENCE_LIST that does not read: left as it is
+        out.extra.setdefault(ds.id, {})["DIMENSION_LIST"] = dimension_list(
+            [scales[n].id for n in dims])  # type: ignore[index]
+        out.hidden.setdefault(ds.id, set()).add(ARRAY_DIMENSIONS)
+        for axis, n in enumerate(dims):
+            attached.setdefault(n, []).append((ds.id, axis))  # type: ignore[arg-type]
+    for name, pairs in attached.items():
+        have = _references(scales[name]) or []
+        out.extra.setdefault(scales[name].id, {})["REFERENCE_LIST"] = reference_list(
+            have + [p for p in pairs if p not in have])
+
+
+def _netcdf_scale(link: str, ds: Dataset) -> bool:
+    """Whether ``ds`` is the scale of dimension ``link`` as netCDF-4 makes one: ``CLASS``, and
+    ``NAME`` the link's name (a coordinate variable) or netCDF's dimension-only text."""
+    name = text_attr(ds, "NAME")
+    return _rank(ds) == 1 and text_attr(ds, "CLASS") == "DIMENSION_SCALE" and name is not None and (
+        name == link or name.startswith(NETCDF_DIM_ONLY))
+
+
+def _fits(length: int, scale: Dataset) -> bool:
+    """An axis of this length can use the scale: its length, or up to it along an unlimited
+    dimension (netCDF variables may be shorter than their unlimited dimension)."""
+    n = int(scale.shape.dims[0])
+    maxdims = scale.shape.maxdims
+    return length == n or (length < n and maxdims is not None and maxdims[0] is None)
+
+
+def _references(scale: Dataset) -> list[tuple[str, int]] | None:
+    """(dataset id, dimension) of a scale's stored REFERENCE_LIST ([] without one), None if
+    it does not read as one."""
+    attr = scale.attributes.get("REFERENCE_LIST")
+    if attr is None:
+        return []
+    try:
+        return [(str(r)[len("datasets/"):], int(i)) for r, i in attr.value]
+    except (TypeError, ValueError):
+        return None
 
 
 def _group(gpath: str, group: Group, root: str, items: list[tuple[str, Dataset, list[str | None]]],
