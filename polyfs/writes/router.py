@@ -49,6 +49,10 @@ class Target:
         stem = name[: len(name) - len(self.suffix)]
         if not stem:
             return None
+        if any(stem.endswith(k) and len(stem) > len(k) for f in formats() for k in f.keeps_names):
+            # the inverse of view_parts: domain /x.nc is zarr/x.nc.zarr, so a new x.nc.zarr (xarray's
+            # to_zarr(mode="w") removes and remakes the directory) is /x.nc again, not /x.nc.h5
+            return "/" + "/".join(self.parts[:-1] + [stem])
         return "/" + "/".join(self.parts[:-1] + [stem + ".h5"])
 
     def child_path(self, name: str) -> str:

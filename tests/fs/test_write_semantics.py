@@ -212,6 +212,22 @@ def test_zarr_mkdir_name_zarr_creates_domain(fs):
     refused(fs, errno.EEXIST, fs.mkdir, "zarr/exp.zarr")
 
 
+def test_mkdir_of_a_kept_name_makes_the_domain_the_views_name_so(fs):
+    """The inverse of the views' naming: domain ``/x.nc`` is ``zarr/x.nc.zarr`` and
+    ``hdf5/x.nc``, so ``mkdir zarr/x.nc.zarr`` (xarray's ``to_zarr(mode="w")`` over a netCDF
+    domain removes the directory and makes it again) is ``/x.nc``, not ``/x.nc.h5``: the
+    file keeps its name in ``hdf5/``."""
+    fs.mkdir("zarr/clim.nc.zarr")
+    fs.mkdir("n5/run.hdf5.n5")
+    assert fs.domains() == ["/clim.nc", "/run.hdf5"]
+    assert fs.ls("hdf5") == ["clim.nc", "run.hdf5"] and "clim.nc.zarr" in fs.ls("zarr")
+    fs.rmdir("zarr/clim.nc.zarr")
+    assert fs.domains() == ["/run.hdf5"]
+    fs.mkdir("zarr/clim.nc.zarr")
+    assert fs.domains() == ["/clim.nc", "/run.hdf5"] and "clim.nc" in fs.ls("hdf5")
+    refused(fs, errno.EEXIST, fs.mkdir, "n5/clim.nc.n5")
+
+
 def test_zarr_mkdir_inside_domain_creates_group(zfs):
     """A new directory is a group whose metadata is hidden until its zarr.json is written
     (members or not); an array can still be made there."""
