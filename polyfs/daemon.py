@@ -217,6 +217,90 @@ def tune_fuse_connection(mountpoint: str, max_background: int) -> None:
                  exc.strerror or exc)
 
 
+# -- the FUSE connection, for umount --------------------------------------------------------
+def connection_of(mountpoint: str) -> str | None:
+    """The fusectl connection id of the FUSE mount at ``mountpoint`` (from mountinfo, without
+    touching the mount: a stat of a hung one hangs)."""
+    target = os.path.realpath(mountpoint)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                parts = line.split()
+                if parts[4].encode().decode("unicode_escape") == target:
+                    major, minor = parts[2].split(":")
+                    return minor if major == "0" else str(os.makedev(int(major), int(minor)))
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _conn_file(conn: str) -> str:
+    """Where the daemon serving connection ``conn`` leaves its pid."""
+    base = "/run/polyfs" if os.geteuid() == 0 else os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/polyfs-{os.getuid()}"
+    return os.path.join(base, f"conn-{conn}.pid")
+
+
+def note_daemon(mountpoint: str) -> str | None:
+    """Leave this daemon's pid by its connection id (``polyfs umount`` tells a dead daemon's
+    connection from a live one's by it); returns the file, to be removed at exit."""
+    conn = connection_of(mountpoint)
+    if conn is None:
+        return None
+    path = _conn_file(conn)
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(f"{os.getpid()} {os.path.realpath(mountpoint)}\n")
+    except OSError as exc:
+        log.debug("cannot note the daemon's pid in %s: %s", path, exc)
+        return None
+    return path
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie counts: its threads may still be stuck)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.startswith("State:") and line.split()[1] in ("Z", "X") for line in f)
+    except OSError:
+        return True
+
+
+def abort_dead_connection(mountpoint: str, conn: str | None) -> int | None:
+    """If the daemon that served connection ``conn`` is gone, abort the connection through
+    fusectl and return its pid. A daemon SIGKILLed while one of its threads waited in the
+    kernel (a reverse invalidation waiting for a directory lock that a request to this very
+    daemon held) could not finish dying: its /dev/fuse stayed open, so every process using
+    the mount hung for ever in D state, unkillable, and a lazy unmount freed none of them.
+    Aborting ends their requests (ECONNABORTED), and the daemon's last thread then exits."""
+    if conn is None or mounted_fs(mountpoint) != "fuse.polyfs":
+        return None
+    path = _conn_file(conn)
+    try:
+        with open(path) as f:
+            pid_text, noted_at = f.read().split(maxsplit=1)
+        pid = int(pid_text)
+        with open(os.path.join(FUSECTL, conn, "waiting")) as f:
+            waiting = int(f.read().strip())
+    except (OSError, ValueError):
+        return None  # not noted, or the connection is gone already (the kernel aborted it)
+    if noted_at.strip() != os.path.realpath(mountpoint) or not waiting or not _gone(pid):
+        return None  # another mount's note, nothing stuck, or the daemon is alive
+    abort = os.path.join(FUSECTL, conn, "abort")
+    try:
+        with open(abort, "w") as f:
+            f.write("1")
+    except OSError as exc:
+        log.debug("cannot abort FUSE connection %s: %s", conn, exc)
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return pid
+
+
 # -- running ---------------------------------------------------------------
 # What libfuse 3 takes in -o (fuse_session_new and mount.c): options outside polyfs's own that
 # it refuses make fuse_session_new() fail with no word of which; the mount error names them.
@@ -334,9 +418,12 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
         raise MountError(f"cannot mount {cfg.mountpoint}: {exc}{why}") from None
     log.info("mounted %s on %s", cfg.store, cfg.mountpoint)
 
+    noted: list[str | None] = []
+
     async def post_mount() -> None:
         await trio.to_thread.run_sync(tune_read_ahead, cfg.mountpoint, cfg.read_ahead_kb)
         await trio.to_thread.run_sync(tune_fuse_connection, cfg.mountpoint, cfg.max_background)
+        noted.append(note_daemon(cfg.mountpoint))
         sd_notify(f"READY=1\nSTATUS=serving {cfg.store} on {cfg.mountpoint}")
         if on_ready is not None:
             on_ready()
@@ -362,6 +449,11 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
         try:
             pyfuse3.close(unmount=True)
         finally:
+            for path in filter(None, noted):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             ops.reader.close()
             try:
                 ops.reader.store.close()  # releases the chunk cache directory's lock
@@ -451,9 +543,17 @@ def mount_command(args) -> int:
 
 
 def umount(mountpoint: str) -> None:
-    """Unmount; lazily when the daemon is gone and the mountpoint is dead."""
+    """Unmount; lazily when the daemon is gone and the mountpoint is dead, or when files are
+    still open (then one note on stderr: the mount is detached at once, but its daemon serves
+    the open files, and stores what they write at their close, until the last one is closed;
+    a new mount of the store meanwhile is a second daemon writing it)."""
     if mounted_fs(mountpoint) is None:
         raise MountError(f"{mountpoint} is not mounted")
+    dead = abort_dead_connection(mountpoint, connection_of(mountpoint))
+    if dead is not None:
+        print(f"polyfs: note: the daemon of {mountpoint} (pid {dead}) is gone: its FUSE connection was "
+              f"aborted, so processes still using the mount get an error (ECONNABORTED) instead of hanging", file=sys.stderr)
+    busy = False
     for cmd in (["fusermount3", "-u", mountpoint], ["fusermount3", "-u", "-z", mountpoint],
                 ["umount", "-l", mountpoint]):
         try:
@@ -461,5 +561,25 @@ def umount(mountpoint: str) -> None:
         except FileNotFoundError:
             continue
         if res.returncode == 0 and mounted_fs(mountpoint) is None:
+            if busy and dead is None and _alive_daemon(mountpoint):
+                print(f"polyfs: note: {mountpoint} was busy (files open in it): detached now; its daemon "
+                      f"stores what they write and exits when the last one is closed", file=sys.stderr)
             return
+        busy = busy or "busy" in (res.stderr or "").lower()
     raise MountError(f"cannot unmount {mountpoint}")
+
+
+def _alive_daemon(mountpoint: str) -> bool:
+    """Whether a polyfs daemon serving ``mountpoint`` still runs (its command line names it)."""
+    want = os.path.realpath(mountpoint)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"mount" in args and any(a and os.path.realpath(os.fsdecode(a)) == want for a in args):
+            return True
+    return False

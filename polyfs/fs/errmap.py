@@ -10,6 +10,7 @@ import pyfuse3
 import trio
 
 from ..errors import Incomplete, PolyfsError, errno_of, one_line
+from .overlay import StillLost
 
 log = logging.getLogger("polyfs.fs.operations")
 
@@ -30,7 +31,9 @@ def fuse_errors(fn: Callable) -> Callable:
             raise
         except Exception as exc:  # noqa: BLE001 - the one place that maps them
             code = errno_of(exc)
-            if code == errno.EIO and not isinstance(exc, PolyfsError):
+            if isinstance(exc, StillLost):
+                log.debug("%s: %s -> %s (said before)", fn.__name__, one_line(exc), errno.errorcode.get(code, code))
+            elif code == errno.EIO and not isinstance(exc, PolyfsError):
                 self._log_unexpected(fn.__name__, exc)
             elif fn.__name__ in WRITE_OPS and code not in (errno.ENOENT, errno.EEXIST) \
                     and not (fn.__name__ == "flush" and isinstance(exc, Incomplete)):

@@ -47,6 +47,7 @@ _LOOKUP = object()  # _node_attr: find the node's domain from its path
 # walks (``arr.zarr/c/0/1/0``) costs one LOOKUP per directory without it (zarr-python: ~90
 # LOOKUP/GETATTR per shard written); files stay at 0, their sizes change with every write.
 VOLATILE_DIR_TIMEOUT = 1.0
+UNBOUNDED_SPACE = 1 << 50  # statfs of a writable store that cannot tell its size (S3): 1 PiB free
 
 
 @dataclass
@@ -427,10 +428,16 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def statfs(self, ctx) -> pyfuse3.StatvfsData:
+        """Sizes are the store's file system's (``df`` showed a 0-byte, full mount, and a tool
+        that checks for room before it writes would refuse); a store that cannot tell (an
+        object store) has room without end on a writable mount."""
         s = pyfuse3.StatvfsData()
         s.f_bsize = 1 << 20
         s.f_frsize = 4096
-        s.f_blocks = s.f_bfree = s.f_bavail = 0
+        space = await self._thread(self.reader.store.space)
+        if space is None:
+            space = (0, 0, 0) if self.read_only else (UNBOUNDED_SPACE, UNBOUNDED_SPACE, UNBOUNDED_SPACE)
+        s.f_blocks, s.f_bfree, s.f_bavail = (n // s.f_frsize for n in space)
         s.f_files = len(self.inodes)
         s.f_ffree = s.f_favail = 1 << 30
         s.f_namemax = 255

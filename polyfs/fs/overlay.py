@@ -13,6 +13,13 @@ own file, if any), never a copy of it (DESIGN.md section 4):
   page it does not cover (one ``base.read`` of at most a page), so a present page is
   the whole truth for its range. Shrinking lowers ``base_limit``: growing again
   reads zeros, never old base bytes.
+- Unless that copy finds a stored chunk under the page changed or gone since the file
+  was opened (another process rewrote another dataset of the same HDF5 or TIFF file):
+  those bytes were never this writer's, so the write is kept and the page stays
+  *partial* (``_parts``: the ranges written into it); the rest still reads the base,
+  failing (EIO, close-to-open) only if someone reads it, and counts as untouched, so
+  the flush never reads it either. Before, the write itself failed with EIO (h5py
+  ``r+`` could not even open a file of a domain another view was writing).
 - One :class:`WriteBudget` per daemon counts in-memory page bytes of all files. Past
   ``limit`` after a write it spills the least recently written pages (any file) to
   their owners' scratch files, down to 90% of the limit. Writes into spilled pages
@@ -53,7 +60,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Callable, Protocol
 
-from ..errors import InvalidInput, PolyfsError, StoreError
+from ..errors import ChunkMissing, InvalidInput, PolyfsError, StoreError
 from ..writes.protocol import SourceReader
 from ..vfile import LiteralPiece, Segment, VFile
 from ..views.base import DirNode, FileNode, Node
@@ -78,6 +85,12 @@ class Discarded(PolyfsError):
 
 class ScratchFailed(StoreError):
     """The scratch file of a file being written could not be written or read (EIO)."""
+
+
+class StillLost(ScratchFailed):
+    """A file whose write was lost, used again after its writer was told once (EIO, logged
+    at debug only: a tool writing a big file keeps writing after the first EIO, and each of
+    its hundreds of later writes logged the same warning)."""
 
 
 def _scratch_error(path: str, where: str | None, exc: OSError) -> ScratchFailed:
@@ -244,9 +257,13 @@ class PendingFile(FileNode):
         self._size = base.size if base is not None else 0
         self._base_limit = self._size  # below it, bytes of absent pages are the base's
         self._pages: dict[int, bytearray | memoryview | int] = {}  # page no -> in memory | spilled length
+        # pages whose base fill failed (a chunk changed under the view file): page no -> the sorted,
+        # merged page-relative [start, end) ranges written into it; the rest of it reads the base
+        self._parts: dict[int, list[list[int]]] = {}
         self._scratch: IO[bytes] | None = None
         self._gone = False
         self._failed: str | None = None  # why a write of it was lost (scratch I/O): never stored
+        self._told = False  # a use after the loss was refused (and logged) once already
         self.unlinked = False  # its name was removed while open: never stored again
         self.incomplete: str | None = None  # its last flush found it still being written: why
 
@@ -280,8 +297,10 @@ class PendingFile(FileNode):
         if self._gone:
             raise Discarded(f"{self.path}: the file being written was discarded")
         if self._failed is not None:
-            raise ScratchFailed(f"{self.path}: a write was lost ({self._failed}); nothing of this file "
-                                f"is stored: write it anew (O_TRUNC)")
+            told, self._told = self._told, True
+            raise (StillLost if told else ScratchFailed)(
+                f"{self.path}: a write was lost ({self._failed}); nothing of this file is stored: write it anew "
+                f"(O_TRUNC)")
 
     def _scratch_fd(self) -> int:
         """The scratch file's fd, made at first need (caller holds the lock)."""
@@ -314,6 +333,7 @@ class PendingFile(FileNode):
         """Drop every page and the scratch file (caller holds the lock)."""
         for p in list(self._pages):
             self._drop_page(p)
+        self._parts.clear()
         if self._scratch is not None:
             try:
                 self._scratch.close()
@@ -390,8 +410,14 @@ class PendingFile(FileNode):
             need = self._base_need(p, o, o + len(data))
             if need is not None:
                 a, b = need
-                got = self.base.read(p * self._page + a, b - a)[:b - a]  # type: ignore[union-attr]
-                page[a:a + len(got)] = got
+                try:
+                    got = self.base.read(p * self._page + a, b - a)[:b - a]  # type: ignore[union-attr]
+                except ChunkMissing:  # not this writer's bytes: they stay the base's (module docstring)
+                    self._parts[p] = []
+                else:
+                    page[a:a + len(got)] = got
+        if p in self._parts:
+            self._add_part(p, o, o + len(data))
         if isinstance(page, bytearray):
             if len(page) < o:
                 page.extend(bytes(o - len(page)))
@@ -405,6 +431,39 @@ class PendingFile(FileNode):
             _pwrite_all(fd, data, at + o)
             self._pages[p] = max(page, o + len(data))
             self.budget._forget(self, p, self._pages[p] - page)
+
+    def _add_part(self, p: int, a: int, b: int) -> None:
+        """Range ``[a, b)`` of partial page ``p`` was written (caller holds the lock); a page
+        whose base bytes are all written over is whole again."""
+        parts = self._parts[p]
+        merged: list[list[int]] = []
+        for s, e in parts:
+            if e < a or s > b:
+                merged.append([s, e])
+            else:
+                a, b = min(a, s), max(b, e)
+        merged.append([a, b])
+        merged.sort()
+        lim = min(self._page, self._base_limit - p * self._page)
+        if lim <= 0 or (merged[0][0] <= 0 and merged[0][1] >= lim):
+            del self._parts[p]
+        else:
+            self._parts[p] = merged
+
+    def _gaps(self, p: int, a: int, b: int) -> list[tuple[int, int]]:
+        """Absolute ranges inside ``[a, b)`` of partial page ``p`` that still read the base."""
+        P = self._page
+        lo, hi = p * P, min(p * P + P, self._base_limit)
+        out, pos = [], max(a, lo)
+        for s, e in self._parts[p]:
+            if pos >= min(b, hi):
+                break
+            if lo + s > pos:
+                out.append((pos, min(lo + s, b, hi)))
+            pos = max(pos, lo + e)
+        if pos < min(b, hi):
+            out.append((pos, min(b, hi)))
+        return out
 
     def read(self, off: int, n: int) -> bytes:
         """Base bytes + dirty pages; zeros in holes. Short only at end of file."""
@@ -426,6 +485,11 @@ class PendingFile(FileNode):
             for p in range(off // P, (end - 1) // P + 1):
                 a, b = max(off, p * P), min(end, p * P + P)
                 page = self._pages.get(p)
+                for g0, g1 in self._gaps(p, a, b) if p in self._parts else ():
+                    if base_ranges and base_ranges[-1][1] == g0:
+                        base_ranges[-1][1] = g1
+                    else:
+                        base_ranges.append([g0, g1])
                 if isinstance(page, (bytearray, memoryview)):
                     with memoryview(page) as whole:  # released at once: a page with a live view cannot grow
                         chunk = whole[a - p * P:b - p * P]
@@ -456,7 +520,7 @@ class PendingFile(FileNode):
         for p in range(off // P, (end - 1) // P + 1):
             page = self._pages.get(p)
             a, b = max(off, p * P) - p * P, min(end, p * P + P) - p * P
-            if page is None or isinstance(page, int) or len(page) < b:
+            if page is None or isinstance(page, int) or len(page) < b or p in self._parts:
                 return None
             parts.append(memoryview(page)[a:b])
         return parts
@@ -466,7 +530,7 @@ class PendingFile(FileNode):
             raise ValueError("negative size")
         with self.lock:
             if size == 0 and not self._gone and self._failed is not None:
-                self._failed = None  # written anew from nothing: usable again
+                self._failed, self._told = None, False  # written anew from nothing: usable again
             self._check()
             if size == 0 and self._scratch is not None:
                 self._release_data()  # every page goes: so does the scratch space
@@ -486,12 +550,21 @@ class PendingFile(FileNode):
                 elif isinstance(page, int) and page > keep:
                     self._pages[p] = keep
                     self.budget._forget(self, p, keep - page)
+                if p in self._parts:
+                    self._parts[p] = [[a, min(b, keep)] for a, b in self._parts[p] if a < keep]
                 self._base_limit = min(self._base_limit, size)
+                if p in self._parts:
+                    if not self._parts[p] and p in self._pages:
+                        self._drop_page(p)  # nothing written is left in it: it reads the base again
+                    elif self._parts[p]:
+                        a, b = self._parts[p].pop()
+                        self._add_part(p, a, b)  # whole again if the base no longer reaches past it
             self._size = size
             self.dirty = True
             self.mtime = time.time()
 
     def _drop_page(self, p: int) -> None:
+        self._parts.pop(p, None)
         page = self._pages.pop(p)
         self.budget._forget(self, p, -page if isinstance(page, int) else 0)
 
@@ -519,8 +592,14 @@ class PendingFile(FileNode):
                 return True
             first, last = off // self._page, (end - 1) // self._page
             if last - first + 1 > len(self._pages):
-                return not any(first <= p <= last for p in self._pages)
-            return not any(p in self._pages for p in range(first, last + 1))
+                hit = [p for p in self._pages if first <= p <= last]
+            else:
+                hit = [p for p in range(first, last + 1) if p in self._pages]
+            return all(p in self._parts and self._gaps(p, off, end) == [self._clip(p, off, end)] for p in hit)
+
+    def _clip(self, p: int, off: int, end: int) -> tuple[int, int]:
+        """``[off, end)`` inside page ``p``."""
+        return max(off, p * self._page), min(end, p * self._page + self._page)
 
     def dirty_ranges(self) -> list[tuple[int, int]]:
         """Merged ``(start, end)`` ranges inside ``[0, size())`` that may differ from the
@@ -529,7 +608,8 @@ class PendingFile(FileNode):
         with self.lock:
             self._check()
             P = self._page
-            spans = [(p * P, min(p * P + P, self._size)) for p in self._pages]
+            spans = [(p * P, min(p * P + P, self._size)) for p in self._pages if p not in self._parts]
+            spans += [(p * P + a, min(p * P + b, self._size)) for p, parts in self._parts.items() for a, b in parts]
             if self._base_limit < self._size:
                 spans.append((self._base_limit, self._size))
         out: list[tuple[int, int]] = []
@@ -548,6 +628,7 @@ class PendingFile(FileNode):
         with self.lock, c.lock:  # c is unpublished: only a spiller could want its lock
             self._check()
             c._size, c._base_limit, c.dirty, c.mtime = self._size, self._base_limit, self.dirty, self.mtime
+            c._parts = {p: [list(r) for r in parts] for p, parts in self._parts.items()}
             for p, page in self._pages.items():
                 if not isinstance(page, int) and self.budget._room(len(page)):
                     c._pages[p] = page if isinstance(page, memoryview) else bytearray(page)  # views: immutable

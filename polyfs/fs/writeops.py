@@ -22,7 +22,7 @@ import pyfuse3
 
 from .. import memory
 from ..errors import CrossDevice, Incomplete, InvalidInput, IsADirectory, NotFound, NotPermitted, UnsupportedType, one_line
-from ..model.schema import Dataset
+from ..model.schema import Dataset, Group
 from ..views.root import domain_leaf_paths
 from ..writes.router import Target
 from ..views.base import FileNode, Node
@@ -296,6 +296,7 @@ class WriteSide:
                 if missed is not None:  # it looked for the file and found no directory: saw no chunks
                     read, base_time = {}, min(base_time, missed)
             seen = set().union(*(vf.object_keys() for vf in read.values())) if read is not None else None
+            made = self._dirs_of_group(target)
             self.service.ingest(target, pending, base_time, writer, seen)
         except Exception as exc:
             pending.dirty = False  # refused: the writer hears it from this flush, not again at release
@@ -303,12 +304,37 @@ class WriteSide:
             raise
         pending.dirty = False
         pending.incomplete = None
+        if made and isinstance(self.service.route(target).obj, Dataset):
+            for d in made:  # the group is an array now: its directories are its chunk directories
+                self.overlay.add_dir(d)
         self._read_at.pop((writer, target), None)  # its next read-modify-write starts anew
         self._seen.pop((writer, target), None)
         for above in self._misses_above(writer, target):  # it knows what is there now: it wrote it
             self._read_at.pop((writer, above), None)
             self._seen.pop((writer, above), None)
         self._changed(target)
+
+    def _dirs_of_group(self, path: str) -> list[str]:
+        """The directories below the group whose metadata file ``path`` is (an array's metadata
+        written there turns it into that array). rsync makes every directory of a tree
+        (``x/c/0``) before it writes a file, and writes ``x/zarr.json`` first: the group and the
+        empty groups ``mkdir`` made below it went, and rsync's next file in ``x/c/0`` got ENOENT
+        (its chunks were never stored). They stay, as directories of the array, until removed."""
+        if not self.service.is_metadata_file(path):
+            return []
+        t = self.service.route(path)
+        if not isinstance(t.obj, Group) or not t.obj.links or t.model is None:
+            return []
+        out: list[str] = []
+        todo = [(path.rsplit("/", 1)[0], t.obj)]
+        while todo and len(out) < 100_000:  # groups only: an array's chunks are never walked
+            where, group = todo.pop()
+            for name, link in group.links.items():
+                child = t.model.groups.get(link.id) if link.kind == "hard" else None
+                if child is not None:
+                    out.append(f"{where}/{name}")
+                    todo.append((f"{where}/{name}", child))
+        return out
 
     # -- opening for write ------------------------------------------------------------------
     async def open_write(self, entry: InodeEntry, flags: int, ctx) -> pyfuse3.FileInfo:
@@ -540,7 +566,7 @@ class WriteSide:
             raise IsADirectory(path)
         target = await self.fs.run(self.service.route, path)
         try:
-            await self.fs.run(self.service.unlink, path)
+            await self.fs.run(self.service.unlink, path, self.process_of(ctx.pid))
         except NotFound:
             # gone already (its array was removed with its metadata): the kernel still
             # knew the name, so the unlink that removes it succeeds
@@ -601,6 +627,7 @@ class WriteSide:
             old = self.overlay.get(dst)
             if isinstance(old, PendingFile):
                 self.overlay.drop(dst)
+                self._replaced(old)
                 self._retire(old)
             node.path, node.ingest = dst, True
             self._retire(node)  # stored: its pages go now (at its last close if still open)
@@ -608,9 +635,20 @@ class WriteSide:
             self.fs.bump()
             return
         self.overlay.drop(src)
+        old = self.overlay.get(dst)
+        if isinstance(old, PendingFile) and old is not node:
+            self._replaced(old)
         node.path = dst
         self.overlay.add_file(node)
         self.inodes.rename(src, dst, started)
+
+    @staticmethod
+    def _replaced(old: PendingFile) -> None:
+        """A file renamed over ``old`` while ``old`` was open for writing: as on a disk, ``old``
+        is unlinked, and what its writers write and close is stored nowhere. (Its last close
+        stored it over the renamed file: the last closer won, not the rename.)"""
+        old.dirty = False
+        old.unlinked = True
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
         """A second name for a file being written (zarr-python publishes a temporary this

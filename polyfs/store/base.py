@@ -168,6 +168,12 @@ class Store(abc.ABC):
         far as can be told without writing); a mount then serves it read-only."""
         return "opened read-only" if self.read_only else None
 
+    def space(self) -> tuple[int, int, int] | None:
+        """``(total, free, available)`` bytes of the file system holding the store, for the
+        mount's ``statfs`` (``df``, tools checking for room before they write); None where
+        nothing says (object stores)."""
+        return None
+
     # True where :meth:`prefetch` keeps objects on local disk (a chunk cache): readers
     # then fetch ahead through it instead of holding the bytes themselves.
     caches_locally: bool = False

@@ -375,6 +375,13 @@ class LocalStore(Store):
                 self._prune(Path(sub))
         return n
 
+    def space(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.statvfs(self.root)
+        except OSError:
+            return None
+        return st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize, st.f_bavail * st.f_frsize
+
     def write_refusal(self) -> str | None:
         """Why this store cannot be written, probed the way a write would be (root ignores
         modes, so ``access()`` says little): a temp file made and removed in the root."""

@@ -56,6 +56,7 @@ HISTORY = 4096  # chunks whose superseded versions are remembered
 ENCODE_THREADS = THREADS
 DOCUMENT_BATCH = 64  # chunks of a document stored per put_many
 BATCH_BYTES = 64 << 20  # converted chunk bytes held at once (a document's batch, a chunk file's)
+DELETED_DIGESTS = 64  # chunks deleted at once whose versions are remembered (each costs a read)
 
 
 @dataclass
@@ -280,7 +281,7 @@ class WriteService:
             sel &= files[:, i] == p
         return bool(sel.any())
 
-    def unlink(self, path: str) -> None:
+    def unlink(self, path: str, writer: int = 0) -> None:
         t = self.route(path)
         if t.domain is not None and _is_document(self.ingester(t)):
             self._unlink_document(t, self.ingester(t), path)  # type: ignore[arg-type]
@@ -298,7 +299,7 @@ class WriteService:
         with self._lock_for(cf.lock_key):
             idx = self.catalog.chunk_index(cf.ds)
             gone = [c for c in cf.members.values() if idx.size_of(idx.linear_of(c)) >= 0]
-            self.editor.put_chunks(cf.domain, cf.ds, [], gone)
+            self._put_converted(cf.domain, cf.ds, [], gone, writer, versions=False)  # rm -r reads nothing
 
     def _unlink_document(self, t: Target, ing: DocumentIngester, path: str) -> None:
         """``rm`` of a document deletes what it stands for: a whole domain (HDF5's file) or one
@@ -366,6 +367,12 @@ class WriteService:
         dom = t.domain or t.new_domain_path()
         assert dom is not None
         with self.editor.lock(dom):
+            # routed again under the lock: another writer may have committed since (a new file's
+            # link goes into its group's whole link table; one made from the model as it was
+            # before the lock dropped the links of files written beside it at the same time)
+            t = self.route(where)
+            if (t.domain or t.new_domain_path()) != dom:
+                raise NotFound(f"{where}: its domain {dom} was removed or replaced meanwhile")
             if t.domain is None or (ing.replaces_domain(t) and not getattr(src, "based", True)):
                 ing.new_document(t, src, where)
                 self.router.domains.refresh(force=True)
@@ -402,7 +409,11 @@ class WriteService:
         (h5py ``r+`` reverted a chunk zarr-python had just written). Each chunk replaced is
         remembered as for chunk files: a shard another process read before this write and writes
         back afterwards carries the version replaced here, which must not win either (h5py
-        ``r+`` and zarr-python writing disjoint rows of one shard lost h5py's rows)."""
+        ``r+`` and zarr-python writing disjoint rows of one shard lost h5py's rows). A chunk
+        the file lacks is deleted only if it was stored when the writer opened the file (or by
+        the writer itself), as for chunk files: the file's chunk index is the one it opened, so
+        every chunk another process added since (zarr-python filling another array of the
+        domain while h5py ``r+`` held the file) was missing from it, and was deleted."""
         batch: list[tuple[tuple[int, ...], bytes]] = []
         crcs: dict[tuple[int, ...], int] = {}  # CRC32s validation already computed (no second inflate)
         replaced: dict[tuple[int, ...], bytes | None] = {}  # digests of the versions this batch replaces
@@ -417,7 +428,7 @@ class WriteService:
             key = idx.key_of(at_grid)
             old = self._stored(key) if idx.size_of(idx.linear_of(at_grid)) >= 0 else None
             data = item[1]()
-            hist = self._superseded.get(key, ()) if old is not None else ()
+            hist = self._superseded.get(key, ())  # a chunk deleted since: its version is there too
             if hist:
                 mine = _digest(data)
                 if any(d == mine and at > base_time and who != writer for d, at, who in hist):
@@ -442,8 +453,22 @@ class WriteService:
             if len(batch) >= DOCUMENT_BATCH or size >= BATCH_BYTES:
                 store(batch, [])
                 batch, crcs, replaced, size = [], {}, {}, 0
+        deletes = self._seen_deletes(idx, deletes, writer, base_time, where, ds, grid=bool(ds.grid))
         if batch or deletes:
-            store(batch, list(deletes))
+            store(batch, deletes)
+
+    def _seen_deletes(self, idx: Any, deletes: list, writer: int, base_time: float, where: str, ds: Dataset,
+                      grid: bool = True) -> list:
+        """The chunks of ``deletes`` the writer could have seen: stored before ``base_time``, or
+        by itself; the others (stored since by another process) stay, with one log line."""
+        out, kept = [], []
+        for coords in deletes:
+            at, who = self._written_at.get(idx.key_of(tuple(coords) if grid else (0,)), (0.0, writer))
+            (out if at <= base_time or who == writer else kept).append(coords)
+        if kept:
+            log.info("%s: kept chunks %s of %s that another process stored after this file was opened",
+                     where, [list(c) for c in kept[:8]], ds.id)
+        return out
 
     def _lock_for(self, key: tuple) -> threading.Lock:
         with self._guard:
@@ -635,8 +660,6 @@ class WriteService:
                 new = to_stored(ds, stored_pipe, cf.decl.incoming, w.data, w.dims, old=old)
             except PolyfsError as exc:
                 raise type(exc)(f"{where}: chunk {list(w.coords)}: {exc}") from None
-            if old is None:
-                return w.coords, (new, None)
             if new == old:
                 return w.coords, None
             hist = self._superseded.get(key, ())
@@ -645,7 +668,7 @@ class WriteService:
                 log.info("%s: chunk %s is a stale copy of a replaced version; kept the newer one",
                          where, list(w.coords))
                 return w.coords, None
-            return w.coords, (new, _digest(old))
+            return w.coords, (new, None if old is None else _digest(old))
 
         def converted(members: dict[int, tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], Any]]:
             written = ing.chunks_in(src, cf.decl, members, where)
@@ -700,17 +723,34 @@ class WriteService:
 
     def _put_converted(self, domain: str, ds: Dataset, puts: list[tuple[tuple[int, ...], bytes, bytes | None]],
                        deletes: list, writer: int, crcs: dict[tuple[int, ...], int] | None = None,
-                       at: Callable[[Any], tuple[int, ...]] = tuple) -> None:
+                       at: Callable[[Any], tuple[int, ...]] = tuple, versions: bool = True) -> None:
         """Store converted chunks (coords, bytes, digest of the version replaced) and delete
         others; remember when, and what they replaced (stale copies, see :meth:`_chunks`).
         ``at``: the coordinates of a chunk's key."""
         idx = self.catalog.chunk_index(ds)
+        gone = self._deleted_versions(idx, [at(c) for c in deletes]) if versions else {}
         self.editor.put_chunks(domain, ds, [(c, b) for c, b, _ in puts], deletes, crcs=crcs)
         stamp = time.time()
         for coords, _, old in puts:
             self._remember(idx.key_of(at(coords)), stamp, old, writer)
         for coords in deletes:
-            self._remember(idx.key_of(at(coords)), stamp, None, writer)
+            key = idx.key_of(at(coords))
+            self._remember(key, stamp, gone.get(key), writer)
+
+    def _deleted_versions(self, idx: Any, coords: list) -> dict[str, bytes]:
+        """Digests of the stored versions of chunks about to be deleted (a few: each costs a
+        read), remembered as replaced versions: a stale copy of one that a writer who read it
+        before writes back later (h5py ``r+`` holding a page that held it) is left out, as for
+        a replaced chunk, instead of bringing deleted data back."""
+        if not coords or len(coords) > DELETED_DIGESTS:
+            return {}
+        out = {}
+        for c in coords:
+            key = idx.key_of(tuple(c))
+            data = self._stored(key)
+            if data is not None:
+                out[key] = _digest(data)
+        return out
 
     def _stored(self, key: str) -> bytes | None:
         try:
