@@ -151,10 +151,17 @@ def assemble(kind: Kind, got: dict[tuple[int, ...], np.ndarray | str]) -> np.nda
 
 # -- processes and mounts ------------------------------------------------------------------------
 def cleanup_mount(path: Path) -> None:
-    """A killed daemon leaves a dead mountpoint (``ENOTCONN``): detach it lazily."""
+    """A killed daemon leaves a dead mountpoint (``ENOTCONN``): ``polyfs umount`` detaches it
+    lazily, and first aborts its FUSE connection if processes still wait on it (a daemon killed
+    while one of its threads was in the kernel left writers hung for ever; a lazy unmount
+    alone frees none of them)."""
     from conftest import is_mounted
 
-    subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run([sys.executable, "-m", "polyfs", "umount", str(path)], capture_output=True, text=True,
+                       timeout=60, check=False)
+    if r.returncode != 0 and is_mounted(path):
+        subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True, text=True, timeout=60,
+                       check=False)
     deadline = time.monotonic() + 30
     while is_mounted(path):
         if time.monotonic() > deadline:

@@ -31,7 +31,6 @@ levels a writer adds are not stored).
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import math
@@ -138,7 +137,6 @@ class TiffIngester:
     def document_changes(self, t: Any, src: WrittenFile, where: str) -> DocumentChanges:
         name = written_stem(t.rest[0])
         assert name is not None
-        t = self._current(t, where)
         parent: Group = t.obj
         existing = self._existing(t, parent, name, where)
         with reading(where):
@@ -163,24 +161,6 @@ class TiffIngester:
                 return self._replace(t, existing, tif, src, where, appended)
             finally:
                 tif.close()
-
-    def _current(self, t: Any, where: str) -> Any:
-        """``t`` over the domain's model as it is now (this runs under the domain's lock): the path
-        was routed before the lock was taken, and a model another writer has committed over since
-        then lacks what it added. A new file's link is set in its group's whole link table, so one
-        made from that stale table dropped the links of files written beside it at the same time
-        (six ``gdal_translate`` runs in parallel into one directory kept one or two datasets, and
-        every close reported success)."""
-        model = self.catalog.load(t.domain)
-        if model is t.model:
-            return t
-        try:
-            obj = model.resolve(t.h5path)
-        except NotFound:
-            raise NotFound(f"{where}: group {t.h5path} was removed meanwhile") from None
-        if not isinstance(obj, Group):
-            raise InvalidInput(f"{where}: {t.h5path} is no longer a group")
-        return dataclasses.replace(t, model=model, obj=obj)
 
     def _existing(self, t: Any, parent: Group, name: str, where: str) -> Dataset | None:
         link = parent.links.get(name)
