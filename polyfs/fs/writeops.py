@@ -58,10 +58,12 @@ class WriteHandle:
 
 
 class ViewFile:
-    """The view's own file under a file opened for writing without ``O_TRUNC`` (the overlay's base)."""
+    """The view's own file under a file opened for writing without ``O_TRUNC`` (the overlay's base).
+    ``node`` is the view's node it came from: a view's ingester may read what it planned there
+    (the HDF5 view compares a written file with the plan its writer opened)."""
 
-    def __init__(self, reader: Reader, vfile: VFile) -> None:
-        self.reader, self.vfile, self.size = reader, vfile, vfile.size
+    def __init__(self, reader: Reader, vfile: VFile, node: FileNode | None = None) -> None:
+        self.reader, self.vfile, self.size, self.node = reader, vfile, vfile.size, node
 
     def read(self, off: int, n: int) -> bytes:
         return bytes(self.reader.read(self.vfile, off, n))
@@ -227,7 +229,8 @@ class WriteSide:
             entry.node = self.fs.resolve(path)
         base = None
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
-            base = ViewFile(self.fs.reader, entry.node.vfile())  # read on demand, never copied whole
+            node = entry.node.resolved()  # its file and its plan, of one version of the domain
+            base = ViewFile(self.fs.reader, node.vfile(), node)  # read on demand, never copied whole
         pending = PendingFile(path, self.service.is_ingestible(path), base_time, self.budget, base)
         pending.head_check = self.service.head_check(path) if pending.ingest else None
         pending.writer = self.process_of(pid)

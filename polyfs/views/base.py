@@ -124,6 +124,12 @@ class FileNode(Node):
     def ready(self) -> bool:
         return self._vfile is not None or self.cheap_hint
 
+    def resolved(self) -> "FileNode":
+        """The node that builds this file now (a stand-in that follows its domain's versions
+        gives the current version's own node): its VFile and what its view planned belong
+        together."""
+        return self
+
     @property
     def built(self) -> bool:
         """Opening needs no I/O: the VFile exists or is cheap to make."""

@@ -235,6 +235,9 @@ class _FileLeaf(FileNode):
     def vfile(self):
         return self._render.node().vfile()
 
+    def resolved(self) -> FileNode:
+        return self._render.node().resolved()
+
     def size(self) -> int:
         return self._render.node().size()
 

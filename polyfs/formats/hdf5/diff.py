@@ -55,7 +55,7 @@ from ...parallel import ordered_map
 from ...vfile import ChunkRun
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
-from .render import DatasetPlan, DomainRenderer, HDF5File, dimension_scale_class, external_file
+from .render import DatasetPlan, HDF5File, Planner, dimension_scale_class, external_file
 from .ncfill import shown_fill
 from .scales import SCALE_ATTRS, same_as_shown
 from .source import HDF5Importer, _Object, model_type, scalar_block
@@ -70,34 +70,19 @@ def default_options(where: str) -> ImportOptions:
     return ImportOptions(parse_codec(None, None, where), progress=False)
 
 
-class Planner(DomainRenderer):
-    """The view's own plan, also recording the attributes and links it shows (those an object
-    header cannot hold are absent from the file and must not read as deleted)."""
-
-    def __init__(self, model: DomainModel, ctx: Any) -> None:
-        super().__init__(model, ctx)
-        self.shown: dict[str, set[str]] = {}
-        self.links_shown: dict[str, set[str]] = {}
-        self.link_order: dict[tuple[str, str], int] = {}  # (group id, link name) -> creation order
-        self._group = ""
-
-    def _attributes(self, obj: Any, path: str) -> list:
-        out = super()._attributes(obj, path)
-        self.shown.setdefault(obj.id, set()).update(m.name for m in out)
-        return out
-
-    def _shown_links(self, g: Group, path: str) -> list[Link]:
-        links = super()._shown_links(g, path)
-        self.links_shown[g.id] = {lk.name for lk in links}
-        return links
-
-    def _group_messages(self, g: Group, path: str, out: list) -> list:
-        self._group = g.id
-        return super()._group_messages(g, path, out)
-
-    def _link_message(self, link: Link, order: int) -> Any:
-        self.link_order[(self._group, link.name)] = order  # the creation order the file gives it
-        return super()._link_message(link, order)
+def _merged_links(opened: dict[str, Link], written: dict[str, Link], now: dict[str, Link]) -> dict[str, Link]:
+    """A group's link table when it changed since the writer opened the file: what is there
+    now, with the writer's own changes (links it removed, added or changed against what it
+    opened); a link another writer added meanwhile (an array made through ``zarr/`` while
+    h5py held the file) stays."""
+    out = dict(now)
+    for name, lk in opened.items():
+        if name not in written:
+            out.pop(name, None)
+    for name, lk in written.items():
+        if opened.get(name) is not lk:
+            out[name] = lk
+    return out
 
 
 class _AttrSink:
@@ -137,9 +122,10 @@ class DocumentDiff:
     """One flushed file against the model: structure, attributes, shapes, chunks."""
 
     def __init__(self, catalog: Any, model: DomainModel, planner: Planner, hf: HDF5File, f: Any,
-                 src: WrittenFile, where: str, trusted: bool) -> None:
+                 src: WrittenFile, where: str, trusted: bool, current: DomainModel | None = None) -> None:
         self.catalog = catalog
-        self.model = model
+        self.model = model  # what the writer opened: the file is compared with it
+        self.current = current if current is not None else model  # the changes apply to this
         self.planner = planner
         self.hf = hf
         self.f = f
@@ -237,6 +223,8 @@ class DocumentDiff:
             obj.model = m
             seen.add(m.id)
         reachable = {e.obj.id for e in self.model.walk()}
+        if self.current is not self.model:  # removed meanwhile by another writer: gone already
+            reachable &= {e.obj.id for e in self.current.walk()}
         self.out.removed = sorted(reachable - seen - self.planner.left_out.keys())  # not shown is not deleted
         if self.out.removed and not self.trusted:
             gone = ", ".join(self.model.canonical_paths().get(i, i) for i in self.out.removed[:3])
@@ -360,7 +348,11 @@ class DocumentDiff:
                 table[name] = old if keep else self._link(lk)
             if new:
                 g.links = table
-            elif {n: lk.to_json() for n, lk in table.items()} != {n: lk.to_json() for n, lk in g.links.items()}:
+                continue
+            now = self.current.groups.get(g.id, g) if self.current is not self.model else g
+            if now is not g:
+                table = _merged_links(g.links, table, now.links)
+            if {n: lk.to_json() for n, lk in table.items()} != {n: lk.to_json() for n, lk in now.links.items()}:
                 self._object_change(ObjectChange(g.id, links=table))
 
     def _same_order(self, path: str, gid: str, name: str) -> bool:

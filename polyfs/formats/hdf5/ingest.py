@@ -24,7 +24,9 @@ from ...model.tree import DomainModel
 from ...model.writer import DomainWriter
 from ...views.base import ViewContext
 from ...writes.protocol import ByteSource, DocumentChanges, SourceReader, WrittenFile
-from .diff import DocumentDiff, Planner, default_options
+from .diff import DocumentDiff, default_options
+from .render import Planner
+from .view import OpenedFile
 from .filters import h5py_with_plugins
 from .source import HDF5Importer
 
@@ -75,27 +77,31 @@ class Hdf5Ingester:
 
     def document_changes(self, t: Any, src: WrittenFile, where: str) -> DocumentChanges:
         model: DomainModel = t.model
-        planner = Planner(model, self.ctx)
+        opened = _opened(src, model)
+        if opened is not None:  # compared with what the writer opened, applied to what is there now
+            planner, hf, base_model = opened.planner, opened.file, opened.model
+        else:
+            planner, base_model = Planner(model, self.ctx), model
+            try:
+                hf = planner.build()
+            except (ValueError, KeyError, OverflowError) as exc:
+                raise UnsupportedType(f"{where}: the view of {model.path} cannot be planned: {exc}") from exc
         try:
-            hf = planner.build()
-        except (ValueError, KeyError, OverflowError) as exc:
-            raise UnsupportedType(f"{where}: the view of {model.path} cannot be planned: {exc}") from exc
-        try:
-            return self._diff(t, src, where, planner, hf)
+            return self._diff(src, where, planner, hf, base_model, model)
         except H5_DAMAGE as exc:
             raise _damaged(where, exc) from None
 
-    def _diff(self, t: Any, src: WrittenFile, where: str, planner: Planner, hf: Any) -> DocumentChanges:
-        model: DomainModel = t.model
+    def _diff(self, src: WrittenFile, where: str, planner: Planner, hf: Any, model: DomainModel,
+              current: DomainModel) -> DocumentChanges:
         with self._open(src, where) as f:
             ub = hf.plan.base  # bytes before the superblock: none in this view (superblock at 0)
             if ub and not src.untouched(0, ub) and any(src.read(0, ub)):
                 raise UnsupportedType(f"{where}: the {ub}-byte user block cannot be written")
-            # planned chunk and header positions describe the writer's base file only while the model
-            # has not moved since it was opened (same planned size)
+            # planned chunk and header positions describe the writer's base file when they are its
+            # plan (or one of the same size from the same model)
             base = getattr(src, "base", None)
             trusted = base is not None and getattr(base, "size", -1) == hf.size
-            return DocumentDiff(self.catalog, model, planner, hf, f, src, where, trusted).run()
+            return DocumentDiff(self.catalog, model, planner, hf, f, src, where, trusted, current).run()
 
     def new_document(self, t: Any, src: ByteSource, where: str) -> None:
         dom = t.domain or t.new_domain_path()
@@ -124,6 +130,19 @@ class Hdf5Ingester:
                     self.catalog.store.delete_prefix(prefix)
                 except PolyfsError as exc:  # unreachable now: polyfs check --repair removes them
                     log.warning("%s: objects of the replaced domain are left in the store: %s", where, exc)
+
+
+def _opened(src: WrittenFile, now: DomainModel) -> OpenedFile | None:
+    """The plan of the view's file the writer opened (its base), when it is of this version
+    of the domain (the same root group: not replaced since) and the file the writer opened."""
+    base = getattr(src, "base", None)
+    opened = getattr(getattr(base, "node", None), "opened", None)
+    if opened is None:
+        return None
+    got = opened()
+    if not isinstance(got, OpenedFile) or got.model.domain.root != now.domain.root or got.file.size != base.size:
+        return None
+    return got
 
 
 TIFF_HEADERS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")

@@ -562,6 +562,38 @@ def external_file(domain: str, here: str) -> str:
     return posixpath.relpath(target, here_dir or ".")
 
 
+class Planner(DomainRenderer):
+    """The view's own plan, also recording the attributes and links it shows (those an object
+    header cannot hold are absent from the file and must not read as deleted). The view plans
+    its files with it, so a file written back is compared with the very plan its writer opened
+    (diff.py), even when the domain changed meanwhile."""
+
+    def __init__(self, model: DomainModel, ctx: Any) -> None:
+        super().__init__(model, ctx)
+        self.shown: dict[str, set[str]] = {}
+        self.links_shown: dict[str, set[str]] = {}
+        self.link_order: dict[tuple[str, str], int] = {}  # (group id, link name) -> creation order
+        self._group = ""
+
+    def _attributes(self, obj: Any, path: str) -> list:
+        out = super()._attributes(obj, path)
+        self.shown.setdefault(obj.id, set()).update(m.name for m in out)
+        return out
+
+    def _shown_links(self, g: Group, path: str) -> list[Link]:
+        links = super()._shown_links(g, path)
+        self.links_shown[g.id] = {lk.name for lk in links}
+        return links
+
+    def _group_messages(self, g: Group, path: str, out: list) -> list:
+        self._group = g.id
+        return super()._group_messages(g, path, out)
+
+    def _link_message(self, link: Link, order: int) -> Any:
+        self.link_order[(self._group, link.name)] = order  # the creation order the file gives it
+        return super()._link_message(link, order)
+
+
 def render_domain(model: DomainModel, ctx: Any, base: int = 0) -> HDF5File:
     """The domain's HDF5 file (plans, reads chunk data only for variable-length datasets).
 
@@ -575,4 +607,19 @@ def render_domain(model: DomainModel, ctx: Any, base: int = 0) -> HDF5File:
         raise UnsupportedType(f"hdf5 view of {model.path}: {exc}") from exc
 
 
-__all__ = ["HDF5File", "DatasetPlan", "DomainRenderer", "render_domain", "external_file"]
+def plan_domain(model: DomainModel, ctx: Any) -> tuple[Planner, HDF5File]:
+    """The view's file of the domain and the plan that made it, kept with the file so that a
+    writer's file is compared with what it opened (the planner's working state is dropped)."""
+    planner = Planner(model, ctx)
+    try:
+        hf = planner.build()
+    except PolyfsError:
+        raise
+    except (ValueError, KeyError, OverflowError) as exc:  # a model the format cannot hold
+        raise UnsupportedType(f"hdf5 view of {model.path}: {exc}") from exc
+    planner.objects, planner.messages = [], {}
+    return planner, hf
+
+
+__all__ = ["HDF5File", "DatasetPlan", "DomainRenderer", "Planner", "plan_domain", "render_domain",
+           "external_file"]

@@ -13,6 +13,8 @@ variable-length datasets, whose global heap is built from their chunks.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 from ...codecs.pipeline import Pipeline
 from ...errors import InvalidInput, UnsupportedType
@@ -21,24 +23,38 @@ from ...model.schema import Dataset
 from ...model.tree import DomainModel
 from ...views.base import FileNode, ViewContext
 from .dtypes import disk_itemsize, encode_type, has_padding
-from .render import HDF5File, render_domain
+from .render import HDF5File, Planner, plan_domain
 from .single import SingleDatasetFile
 
 def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> FileNode:
     """The domain's file node; planned once, on first ``stat`` or open."""
-    holder: dict[str, HDF5File] = {}
+    holder: dict[str, Any] = {}
     lock = threading.Lock()
 
     def build() -> HDF5File:
         with lock:
             if "file" not in holder:
-                holder["file"] = render_domain(model, ctx)
+                holder["planner"], holder["file"] = plan_domain(model, ctx)
             return holder["file"]
+
+    def opened() -> OpenedFile:
+        hf = build()
+        return OpenedFile(model, holder["planner"], hf)
 
     mtime = model.domain.last_modified or None
     node = FileNode(name, lambda: build().vfile, mtime=mtime, size_hint=lambda: build().size)
     node.hdf5 = build  # type: ignore[attr-defined]  # tests and tools reach the plan through this
+    node.opened = opened  # type: ignore[attr-defined]  # the ingester compares a written file with it
     return node
+
+
+@dataclass(frozen=True)
+class OpenedFile:
+    """What a writer opened: the model the view's file was planned from, the plan and the file."""
+
+    model: DomainModel
+    planner: Planner
+    file: HDF5File
 
 
 def describe(ds: Dataset, pipe: Pipeline) -> str:
@@ -61,4 +77,4 @@ def describe(ds: Dataset, pipe: Pipeline) -> str:
     return "zero-copy"
 
 
-__all__ = ["domain_node", "describe", "render_domain", "HDF5File", "SingleDatasetFile"]
+__all__ = ["domain_node", "describe", "OpenedFile", "HDF5File", "SingleDatasetFile"]
