@@ -31,20 +31,39 @@ log = logging.getLogger("polyfs")
 
 
 # -- checks ----------------------------------------------------------------
-def mounted_fs(mountpoint: str) -> str | None:
-    """The filesystem type mounted at ``mountpoint`` (from mountinfo), else None."""
-    target = os.path.realpath(mountpoint)
+def mount_path(path: str) -> str:
+    """``path`` made absolute with its directories' symlinks resolved, without touching
+    ``path`` itself: resolving a mountpoint stats the mounted file system's root, and the
+    root of a mount whose daemon died while requests waited never answers (``polyfs
+    umount`` of it hung where it is needed most)."""
+    path = os.path.abspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def _mountinfo_field(mountpoint: str, pick: Callable[[list[str]], str]) -> str | None:
+    """``pick(fields)`` of the mountinfo line of ``mountpoint``, else None. Looked up as given
+    first; only a path that names no mount (a symlink to the mountpoint) is resolved whole."""
+    got = _mountinfo_line(mount_path(mountpoint), pick)
+    if got is None and os.path.realpath(mountpoint) != mount_path(mountpoint):
+        got = _mountinfo_line(os.path.realpath(mountpoint), pick)
+    return got
+
+
+def _mountinfo_line(target: str, pick: Callable[[list[str]], str]) -> str | None:
     try:
         with open("/proc/self/mountinfo") as f:
             for line in f:
                 parts = line.split()
-                mp = parts[4].encode().decode("unicode_escape")
-                if mp == target:
-                    sep = parts.index("-")
-                    return parts[sep + 1]
-    except OSError:
+                if parts[4].encode().decode("unicode_escape") == target:
+                    return pick(parts)
+    except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def mounted_fs(mountpoint: str) -> str | None:
+    """The filesystem type mounted at ``mountpoint`` (from mountinfo), else None."""
+    return _mountinfo_field(mountpoint, lambda parts: parts[parts.index("-") + 1])
 
 
 def _alive(mountpoint: str) -> bool:
@@ -221,17 +240,11 @@ def tune_fuse_connection(mountpoint: str, max_background: int) -> None:
 def connection_of(mountpoint: str) -> str | None:
     """The fusectl connection id of the FUSE mount at ``mountpoint`` (from mountinfo, without
     touching the mount: a stat of a hung one hangs)."""
-    target = os.path.realpath(mountpoint)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                parts = line.split()
-                if parts[4].encode().decode("unicode_escape") == target:
-                    major, minor = parts[2].split(":")
-                    return minor if major == "0" else str(os.makedev(int(major), int(minor)))
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    def conn(parts: list[str]) -> str:
+        major, minor = parts[2].split(":")
+        return minor if major == "0" else str(os.makedev(int(major), int(minor)))
+
+    return _mountinfo_field(mountpoint, conn)
 
 
 def _conn_file(conn: str) -> str:
@@ -250,7 +263,7 @@ def note_daemon(mountpoint: str) -> str | None:
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         with open(path, "w") as f:
-            f.write(f"{os.getpid()} {os.path.realpath(mountpoint)}\n")
+            f.write(f"{os.getpid()} {mount_path(mountpoint)}\n")
     except OSError as exc:
         log.debug("cannot note the daemon's pid in %s: %s", path, exc)
         return None
@@ -284,7 +297,7 @@ def abort_dead_connection(mountpoint: str, conn: str | None) -> int | None:
             waiting = int(f.read().strip())
     except (OSError, ValueError):
         return None  # not noted, or the connection is gone already (the kernel aborted it)
-    if noted_at.strip() != os.path.realpath(mountpoint) or not waiting or not _gone(pid):
+    if noted_at.strip() != mount_path(mountpoint) or not waiting or not _gone(pid):
         return None  # another mount's note, nothing stuck, or the daemon is alive
     abort = os.path.join(FUSECTL, conn, "abort")
     try:
@@ -571,7 +584,7 @@ def umount(mountpoint: str) -> None:
 
 def _alive_daemon(mountpoint: str) -> bool:
     """Whether a polyfs daemon serving ``mountpoint`` still runs (its command line names it)."""
-    want = os.path.realpath(mountpoint)
+    want = mount_path(mountpoint)
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
@@ -580,6 +593,6 @@ def _alive_daemon(mountpoint: str) -> bool:
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        if b"mount" in args and any(a and os.path.realpath(os.fsdecode(a)) == want for a in args):
+        if b"mount" in args and any(a and mount_path(os.fsdecode(a)) == want for a in args):
             return True
     return False
