@@ -151,17 +151,23 @@ class FuseFile(io.RawIOBase):
         return self.pos if size is None else size
 
 
+def _two_dataset_domain(tmp_path, a_value: int) -> tuple:
+    """Store with domain ``/dom.h5`` holding gzip datasets A (all ``a_value``) and C (zeros),
+    64x64 uint16 in 32x32 chunks, and an FS over it."""
+    src = tmp_path / "dom.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("A", data=np.full((64, 64), a_value, "u2"), chunks=(32, 32), compression="gzip")
+        f.create_dataset("C", data=np.zeros((64, 64), "u2"), chunks=(32, 32), compression="gzip")
+    store = tmp_path / "store"
+    import_source(src, str(store), domain="/dom.h5", progress=False)
+    return store, FS(str(store))
+
+
 def test_h5py_r_plus_while_another_process_rewrites_another_dataset(tmp_path) -> None:
     """h5py changes C while another process rewrites chunk (0, 0) of A through the N5 view
     (its size changes): the close commits C's change (before: EIO at the page copy, the whole
     edit lost) and A keeps the other process's chunk."""
-    src = tmp_path / "dom.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("A", data=np.zeros((64, 64), "u2"), chunks=(32, 32), compression="gzip")
-        f.create_dataset("C", data=np.zeros((64, 64), "u2"), chunks=(32, 32), compression="gzip")
-    store = tmp_path / "store"
-    import_source(src, str(store), domain="/dom.h5", progress=False)
-    fs = FS(str(store))
+    store, fs = _two_dataset_domain(tmp_path, a_value=0)
     h5w, other = fs.as_pid(1_000_001), fs.as_pid(1_000_002)
     fo = FuseFile(h5w, "hdf5/dom.h5")
     f = h5py.File(fo, "r+")
@@ -337,13 +343,7 @@ def test_h5py_r_plus_does_not_bring_back_a_chunk_another_process_deleted(tmp_pat
     old values. A deleted version is remembered like a replaced one, so its stale copy stays out."""
     from writeharness import decode_shard, encode_shard
 
-    src = tmp_path / "dom.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("A", data=np.ones((64, 64), "u2"), chunks=(32, 32), compression="gzip")
-        f.create_dataset("C", data=np.zeros((64, 64), "u2"), chunks=(32, 32), compression="gzip")
-    store = tmp_path / "store"
-    import_source(src, str(store), domain="/dom.h5", progress=False)
-    fs = FS(str(store))
+    store, fs = _two_dataset_domain(tmp_path, a_value=1)
     h5w, other = fs.as_pid(1_000_021), fs.as_pid(1_000_022)
     fo = FuseFile(h5w, "hdf5/dom.h5")
     fo.h.write(fo.h.read(0, 64), 0)  # as HDF5's sec2 driver does at open: page 0 copied, A's chunks too
