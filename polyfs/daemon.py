@@ -43,9 +43,12 @@ def mount_path(path: str) -> str:
 def _mountinfo_field(mountpoint: str, pick: Callable[[list[str]], str]) -> str | None:
     """``pick(fields)`` of the mountinfo line of ``mountpoint``, else None. Looked up as given
     first; only a path that names no mount (a symlink to the mountpoint) is resolved whole."""
-    got = _mountinfo_line(mount_path(mountpoint), pick)
-    if got is None and os.path.realpath(mountpoint) != mount_path(mountpoint):
-        got = _mountinfo_line(os.path.realpath(mountpoint), pick)
+    given = mount_path(mountpoint)
+    got = _mountinfo_line(given, pick)
+    if got is None:
+        resolved = os.path.realpath(mountpoint)
+        if resolved != given:
+            got = _mountinfo_line(resolved, pick)
     return got
 
 

@@ -76,9 +76,8 @@ def _merged_links(opened: dict[str, Link], written: dict[str, Link], now: dict[s
     opened); a link another writer added meanwhile (an array made through ``zarr/`` while
     h5py held the file) stays."""
     out = dict(now)
-    for name, lk in opened.items():
-        if name not in written:
-            out.pop(name, None)
+    for name in opened.keys() - written.keys():
+        out.pop(name, None)
     for name, lk in written.items():
         if opened.get(name) is not lk:
             out[name] = lk
