@@ -10,11 +10,13 @@ reported so they can be padded.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from ...errors import InvalidInput, UnsupportedType
 from ...model import types as T
 from ...model.schema import Dataset, Group
+from ...model.types import ArrayType, resolved
 from ...views import hdmf
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
@@ -28,6 +30,15 @@ ZARR_METADATA = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.
 HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
 # what a malformed (but valid JSON) attributes.json makes Python raise while it is read
 MALFORMED = (KeyError, TypeError, ValueError, OverflowError, AttributeError, RecursionError)
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """What the N5 view adds to a dataset's blocks (``ArrayWrite.layout`` of a shown dataset):
+    trailing C-order dimensions for HDF5 array elements, or a 1-element block for a scalar."""
+
+    element_dims: int = 0
+    scalar: bool = False
 
 
 def _err(where: str, cause: object) -> InvalidInput:
@@ -85,6 +96,7 @@ class N5Ingester:
     meta_name = META
     skip_attributes = hdmf.RESERVED + N5_KEYS
     hint_prefix = HINT_PREFIX
+    absent_is_zero = True  # N5 readers read an absent block as zeros: writers delete all-zero blocks
 
     def __init__(self, ctx: ViewContext) -> None:
         self.ctx = ctx
@@ -105,7 +117,9 @@ class N5Ingester:
 
         got = parse(N5Domain(t.model, self.ctx).shown_metadata(ds, t.h5path), f"{t.domain}:{t.h5path}")
         assert isinstance(got, ArrayWrite)
-        return got
+        elem = resolved(ds.type)
+        layout = BlockLayout(len(elem.dims) if isinstance(elem, ArrayType) else 0, not ds.shape.array_shape)
+        return replace(got, layout=layout) if layout != BlockLayout() else got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
         return hdmf.Hierarchy(t.model, FORMAT.suffix).shown_attributes(obj, t.h5path, self.skip_attributes)
@@ -113,7 +127,11 @@ class N5Ingester:
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
         if len(rest) != len(decl.shape) or not all(p.isdigit() for p in rest):
             return None
-        return tuple(int(p) for p in reversed(rest))
+        pos = tuple(int(p) for p in reversed(rest))
+        inner = decl.layout.element_dims if decl.layout else 0  # whole in every block, so at 0
+        if not inner:
+            return pos
+        return (pos[:-inner] or (0,)) if not any(pos[-inner:]) else None  # a scalar's: its chunk ``0``
 
     def dir_position(self, rest: list[str], decl: ArrayWrite) -> tuple[list[int], int] | None:
         if not all(p.isdigit() for p in rest) or len(rest) > len(decl.shape):
@@ -123,6 +141,9 @@ class N5Ingester:
 
     def chunks_in(self, src: ByteSource, decl: ArrayWrite, members: dict[int, tuple[int, ...]],
                   where: str) -> Iterator[WrittenChunk]:
+        if decl.layout and decl.layout.element_dims:
+            raise UnsupportedType(f"{where}: blocks of a dataset of HDF5 array elements cannot be written "
+                                  f"through this view (write them through hdf5/)")
         size = src.size()
         if not size or 0 not in members:
             return
@@ -141,7 +162,8 @@ class N5Ingester:
         if any(d > b or d <= 0 for d, b in zip(dims, decl.chunks)):
             raise _err(where, f"block header dims {list(head.dims_n5)} do not fit blockSize "
                               f"{list(reversed(decl.chunks))}")
-        yield WrittenChunk(members[0], src.read(head.size, size - head.size), dims)
+        scalar = decl.layout is not None and decl.layout.scalar  # its 1-element block: the whole (0-d) chunk
+        yield WrittenChunk(members[0], src.read(head.size, size - head.size), None if scalar else dims)
 
 
 def make_ingester(ctx: ViewContext) -> N5Ingester:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -18,17 +19,17 @@ import numpy as np
 from ...errors import CodecError, InvalidInput, UnsupportedType
 from ...model.schema import Dataset, Group
 from ...model import types as T
-from ...model.types import from_numpy_any
+from ...model.types import ArrayType, from_numpy_any, resolved
 from ...views import hdmf
 from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
-from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_PREFIX,
-                   HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA, KeyEncoding, ShardIndex, Spelling,
-                   array_to_bytes_at, bytes_codecs, fill_json, filter_codecs, is_real_transpose, non_spec, VLEN_STRING,
-                   is_time_type, numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
+from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILTERS, HINT_PER_SHARD,
+                   HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA, KeyEncoding, ShardIndex, Spelling,
+                   array_to_bytes_at, bytes_codecs, decodes_to_itself, fill_json, filter_codecs, is_real_transpose,
+                   non_spec, VLEN_STRING, is_time_type, numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
 
 N5_METADATA = "attributes.json"
 TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the view is stored
@@ -36,6 +37,25 @@ TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the vi
 
 def _err(where: str, cause: object) -> InvalidInput:
     return InvalidInput(f"{where}: {cause}")
+
+
+def element_dims(ds: Dataset) -> int:
+    """How many trailing dimensions the views add for a dataset of HDF5 array elements."""
+    t = resolved(ds.type)
+    return len(t.dims) if isinstance(t, ArrayType) else 0
+
+
+def dataset_position(pos: tuple[int, ...], inner: int) -> tuple[int, ...] | None:
+    """The dataset's chunk of a chunk file at ``pos`` (C order): the element dimensions,
+    whole in every chunk, add coordinates that are always 0."""
+    if not inner:
+        return pos
+    return (pos[:-inner] or (0,)) if not any(pos[-inner:]) else None  # a scalar's: its chunk ``0``
+
+
+def element_dims_refused(where: str) -> UnsupportedType:
+    return UnsupportedType(f"{where}: chunks of a dataset of HDF5 array elements cannot be written through this "
+                           f"view (write them through hdf5/)")
 
 
 def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
@@ -76,11 +96,11 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     outer = tuple(int(x) for x in grid["configuration"]["chunk_shape"])
     if len(outer) != len(shape) or any(c <= 0 for c in outer):
         raise _err(where, f"chunk_shape {list(outer)} does not fit shape {list(shape)}")
-    if not shape:
-        raise _err(where, "0-d arrays cannot be written through the view")
     codecs = list(meta.get("codecs") or [])
     chunks, inner_codecs, index = outer, codecs, None
     if codecs and codecs[0].get("name") == "sharding_indexed":
+        if not shape:  # the view serves a scalar as its one chunk file, never a shard
+            raise UnsupportedType(f"{where}: a 0-d array cannot be sharded (write it unsharded)")
         if len(codecs) != 1:
             raise _err(where, "codecs after sharding_indexed are not supported")
         cfg = codecs[0].get("configuration") or {}
@@ -92,10 +112,13 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     ab = array_to_bytes_at(inner_codecs)
     if ab is None:
         raise _err(where, "the codec chain has no bytes codec")
-    if any(is_real_transpose(c, len(shape)) for c in inner_codecs[:ab]):
-        raise UnsupportedType(f"{where}: array-to-array codecs (transpose) cannot be written through the view")
-    head = inner_codecs[ab]
     data_type = meta.get("data_type")
+    a2a = [c for c in inner_codecs[:ab] if is_real_transpose(c, len(shape))]  # an identity transpose is none
+    other = [str(c.get("name")) for c in a2a if not decodes_to_itself(c, data_type)]
+    if other:
+        raise UnsupportedType(f"{where}: array-to-array codec {', '.join(other)} cannot be written through the "
+                              f"view (numcodecs.bitround and numcodecs.quantize can)")
+    head = inner_codecs[ab]
     npdt, dtype, unframe = _element(head, data_type, where)
     chain = bytes_codecs(inner_codecs[ab + 1:], npdt.itemsize)
     if chain.reason:
@@ -107,20 +130,23 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
         raise _err(where, f"dimension_names {dims!r} must list one name or null per dimension")
     keys = KeyEncoding.from_json(meta.get("chunk_key_encoding"))
     filters = tuple(chain.filters)
-    per = per_shard(outer, chunks) if index is not None else (1,) * len(shape)
+    # a 0-d array is stored as a scalar dataset: one chunk, at (0,) of a grid of one
+    per = per_shard(outer, chunks) if index is not None else (1,) * max(len(shape), 1)
     hints = {HINT_PER_SHARD: list(per)} if index is not None else {HINT_SHARDED: False}
     if is_time_type(data_type) or unframe is not None and data_type != VLEN_STRING:
         hints[HINT_DATA_TYPE] = data_type  # stored as int64 (time) or text (utf32), shown back as declared
     hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
     # served back as declared: the writer's open handle keeps reading with its own metadata
     hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX, keys).hints())
+    if a2a:  # they decode to their input: the chunks hold the values; shown back as declared
+        hints[HINT_FILTERS] = a2a
     declared = inner_codecs[ab + 1:len(inner_codecs) - (1 if chain.strip_crc32c else 0)]
     if declared != filter_codecs(chain.filters, npdt.itemsize) or non_spec(declared):  # zstd checksum, numcodecs.*
         hints[HINT_CODECS] = declared
     elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
     attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
     inc = Incoming(elem, filters, chain.gzip, chain.strip_crc32c, unframe)
-    return ArrayWrite(shape, dtype, chunks, filters, inc, fill, attrs, per, dims, hints, (keys, index))
+    return ArrayWrite(shape, dtype, chunks, filters, inc, fill, attrs, per, dims, hints, (keys, index, 0))
 
 
 def _element(head: dict, data_type: Any, where: str) -> tuple[np.dtype, T.DType, Callable[[bytes, int], bytes] | None]:
@@ -147,6 +173,7 @@ class ZarrIngester:
     meta_name = META
     skip_attributes = hdmf.RESERVED
     hint_prefix = HINT_PREFIX
+    absent_is_zero = False  # an absent chunk is the fill value
 
     def __init__(self, ctx: ViewContext) -> None:
         self.ctx = ctx
@@ -167,6 +194,10 @@ class ZarrIngester:
 
         got = parse(ZarrDomain(t.model, self.ctx).shown_metadata(ds, t.h5path), f"{t.domain}:{t.h5path}")
         assert isinstance(got, ArrayWrite)
+        inner = element_dims(ds)
+        if inner:  # HDF5 array elements: shown as trailing dimensions of one chunk each
+            keys, index, _ = got.layout
+            return replace(got, layout=(keys, index, inner))
         return got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
@@ -181,17 +212,22 @@ class ZarrIngester:
             return shown
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
-        keys, _ = decl.layout
-        return keys.position(rest, len(decl.shape))
+        keys, _, inner = decl.layout
+        pos = keys.position(rest, len(decl.shape))
+        if pos is None or not decl.shape:
+            return None if pos is None else (0,)  # a 0-d array's one file (``c``): the scalar's chunk ``0``
+        return dataset_position(pos, inner)
 
     def dir_position(self, rest: list[str], decl: ArrayWrite) -> tuple[list[int], int] | None:
-        keys, _ = decl.layout
+        keys, _, _ = decl.layout
         want = keys.dir_position(rest, len(decl.shape))
         return None if want is None else (want, 0)
 
     def chunks_in(self, src: ByteSource, decl: ArrayWrite, members: dict[int, tuple[int, ...]],
                   where: str) -> Iterator[WrittenChunk]:
-        _, index = decl.layout
+        _, index, inner = decl.layout
+        if inner:
+            raise element_dims_refused(where)
         size = src.size()
         if index is None:
             if size and 0 in members:

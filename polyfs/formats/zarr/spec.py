@@ -237,6 +237,7 @@ HINT_DATA_TYPE = HINT_PREFIX + "data_type"  # a time data type declared for an i
 HINT_SHAPE = HINT_PREFIX + "shape"  # the shape the last zarr.json written declared (cf.unlimited_shapes)
 HINT_KEYS = HINT_PREFIX + "chunk_key_encoding"  # the writer's chunk file names ("." separator, "v2")
 HINT_CODECS = HINT_PREFIX + "codecs"  # the writer's bytes-to-bytes codecs, where spelled otherwise than shown
+HINT_FILTERS = HINT_PREFIX + "filters"  # the writer's array-to-array codecs that decode to their input
 # groups: the writer consolidated the metadata below it (zarr.consolidate_metadata, xarray's
 # default); the view then serves it, built from the hierarchy as it is at each read
 HINT_CONSOLIDATED = HINT_PREFIX + "consolidated"
@@ -278,6 +279,8 @@ class KeyEncoding:
         """Chunk-file grid coordinates of a path below the array (``["c", "0", "1"]``), or None."""
         if not rel:
             return None
+        if not rank:  # a 0-d array's one file: ``c``, or ``0`` under the v2 encoding (:meth:`key`)
+            return () if rel == [self.key(())] else None
         parts = rel if self.separator == "/" else (rel[0].split(".") if len(rel) == 1 else [])
         if self.name == "default":
             if not parts or parts[0] != "c":
@@ -422,6 +425,30 @@ def is_real_transpose(codec: dict, rank: int) -> bool:
         return True  # an unknown array-to-array codec
     order = (codec.get("configuration") or {}).get("order")
     return list(order or []) != list(range(rank))
+
+
+# numcodecs filters whose decode hands back its input (the loss is at the encode): chunks under
+# them are the values themselves, so they are stored as such and the codec shown as declared
+SELF_DECODING = ("numcodecs.bitround", "numcodecs.quantize")
+
+
+def decodes_to_itself(codec: dict, data_type: Any) -> bool:
+    """True for an array-to-array codec whose decode is the identity on ``data_type``
+    (bitround; quantize when it keeps the array's type: its ``astype`` would change the
+    bytes)."""
+    name, cfg = codec.get("name"), codec.get("configuration") or {}
+    if name not in SELF_DECODING or not isinstance(data_type, str) or data_type not in ("float32", "float64"):
+        return False
+    if name == "numcodecs.quantize":
+        want = np.dtype(data_type)
+        for key in ("dtype", "astype"):
+            if key in cfg:
+                try:
+                    if np.dtype(cfg[key]) != want:
+                        return False
+                except TypeError:
+                    return False
+    return True
 
 
 def array_to_bytes_at(codecs: list[dict]) -> int | None:

@@ -312,6 +312,7 @@ class ArrayPlan:
         else:
             recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
         recipe, codecs = self.declared_chain(recipe, codecs)
+        codecs = self.declared_filters() + codecs
         if self.spelling.crc32c:  # the writer's crc32c: a computed trailer after each served chunk
             return recipe.checksummed(), codecs + [dict(spec.CRC32C_CODEC)]
         return recipe, codecs
@@ -344,6 +345,16 @@ class ArrayPlan:
         if not plain or self.utf32 is not None or pipe.opaque:
             return recipe, codecs
         return (cs.gzip_spliced() if chain.gzip else cs.stored()), [plain_bytes_codec(self.zt)] + declared
+
+    def declared_filters(self) -> list[dict]:
+        """The array-to-array codecs the writer declared that decode to their input
+        (``numcodecs.bitround``/``quantize``): the stored chunks are the values, which they
+        read as they are, and a writer reopening the array (xarray appending) keeps them."""
+        declared = self.hints.get(spec.HINT_FILTERS)
+        if not isinstance(declared, list) or self.zt.kind != "fixed" or \
+                not all(isinstance(c, dict) and spec.decodes_to_itself(c, self.data_type) for c in declared):
+            return []
+        return list(declared)
 
     @cached_property
     def spelling(self) -> spec.Spelling:
