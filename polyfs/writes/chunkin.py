@@ -149,3 +149,19 @@ def _unframed(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
 def describe(inc: Incoming) -> str:
     names = {DEFLATE: "deflate", ZSTD: "zstd", BLOSC: "blosc", SHUFFLE: "shuffle"}
     return "+".join(names.get(f.id, str(f.id)) for f in inc.filters) or "no compression"
+
+
+def zeros_unless_fill(ds: Dataset, stored: Pipeline) -> bytes | None:
+    """The stored bytes of a chunk of zeros, when a chunk file removed in a view whose absent
+    chunks read as zeros (N5) must become one: None when the fill value is zero bytes anyway
+    (the chunk is deleted) or the type is not plain numbers."""
+    if not ds.chunks or ds.type.numpy().subdtype is not None:
+        return None
+    dt = stored_dtype(ds)
+    if dt.kind not in "biufc" or dt.fields is not None:
+        return None
+    if not np.asarray(values.fill_array(ds.type, ds.fill_value, ())).tobytes().strip(b"\0"):
+        return None
+    raw = bytes(math.prod(ds.chunks) * dt.itemsize)
+    return stored.encode(raw) if not stored.is_identity else raw
+

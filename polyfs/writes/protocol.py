@@ -110,6 +110,9 @@ class Ingester(Protocol):
     meta_name: str  # the metadata file of a group or array ("zarr.json", "attributes.json")
     skip_attributes: tuple[str, ...]  # attribute names the view writes itself (not user attributes)
     hint_prefix: str  # the view hints its metadata files set: a rewrite replaces these, keeps others'
+    # what a chunk file removed by a writer means: False, the fill value (Zarr: absent chunk = fill);
+    # True, zeros (N5 has no fill value: tensorstore and z5py delete a block they wrote all zero)
+    absent_is_zero: bool
 
     def parse_metadata(self, data: bytes, where: str) -> GroupWrite | ArrayWrite:
         """A written metadata file; InvalidInput/UnsupportedType naming the cause."""

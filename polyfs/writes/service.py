@@ -23,6 +23,7 @@ write disjoint regions of one shard without losing each other's chunks.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -44,7 +45,8 @@ from ..model.tree import DomainModel
 from ..views import hdmf
 from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict
-from .chunkin import stored_dtype, to_stored
+from .arraycheck import check_same_array
+from .chunkin import to_stored, zeros_unless_fill
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
                        WrittenFile, file_members)
 from ..parallel import THREADS, Occupancy, bounded_map
@@ -241,8 +243,8 @@ class WriteService:
             self._remove_folder(t, path)
             return
         if t.rest:
-            if isinstance(t.obj, Dataset) and self._has_chunks_below(t):
-                raise NotEmpty(path)
+            if isinstance(t.obj, Dataset):
+                self._clear_zeroed(t, lambda: self._chunks_below(t), path)
             return  # an emptied chunk directory: nothing stored
         if t.h5path == "/":
             if t.model is not None and t.model.root.links:
@@ -252,34 +254,49 @@ class WriteService:
             return
         if isinstance(t.obj, Group) and t.obj.links:
             raise NotEmpty(path)
-        if isinstance(t.obj, Dataset) and len(self.catalog.chunk_index(t.obj)):
-            raise NotEmpty(path)
+        if isinstance(t.obj, Dataset) and len(idx := self.catalog.chunk_index(t.obj)):
+            self._clear_zeroed(t, lambda: [tuple(int(x) for x in c) for c in idx.coords_of(idx.linear)], path)
         self._forget(t.obj.id)
         self.editor.delete(t.domain, t.h5path)
 
-    def _has_chunks_below(self, t: Target) -> bool:
-        """Whether a chunk directory (``c/0`` in Zarr, ``3/1`` in N5) still holds a chunk file."""
+    def _clear_zeroed(self, t: Target, below: Callable[[], list[tuple[int, ...]]], path: str) -> None:
+        """``rmdir`` of a directory holding the chunks ``below()``: NotEmpty unless each is a
+        chunk of zeros an ``unlink`` stored in a view whose absent blocks are zeros (N5, fill
+        value not zero: ``rm -r``), which then go with it."""
+        ds = t.obj
+        assert isinstance(ds, Dataset) and t.domain is not None
+        coords = below()
+        if not coords:
+            return
+        zero = zeros_unless_fill(ds, self.catalog.pipeline(ds)) if self.ingester(t).absent_is_zero else None
+        idx = self.catalog.chunk_index(ds)
+        if zero is None or any(self._stored(idx.key_of(c)) != zero for c in coords):
+            raise NotEmpty(path)
+        self._put_converted(t.domain, ds, [], coords, 0, versions=False)
+
+    def _chunks_below(self, t: Target) -> list[tuple[int, ...]]:
+        """The chunks a chunk directory (``c/0`` in Zarr, ``3/1`` in N5) still holds."""
         ds = t.obj
         assert isinstance(ds, Dataset)
         idx = self.catalog.chunk_index(ds)
         if not len(idx):
-            return False
+            return []
+        coords = np.asarray(idx.coords_of(idx.linear)).reshape(len(idx), -1)
         try:
             decl = self._declared_for(t, ds)
         except PolyfsError:
-            return True
+            return [tuple(int(x) for x in c) for c in coords]
         fixed = self.ingester(t).dir_position(t.rest, decl)
         if fixed is None:
-            return False
+            return []
         want, direction = fixed
-        coords = np.asarray(idx.coords_of(idx.linear)).reshape(len(idx), -1)
         files = coords // np.asarray(decl.per_file)
         if direction < 0:
             files = files[:, ::-1]
         sel = np.ones(len(files), dtype=bool)
         for i, p in enumerate(want):
             sel &= files[:, i] == p
-        return bool(sel.any())
+        return [tuple(int(x) for x in c) for c in coords[sel]]
 
     def unlink(self, path: str, writer: int = 0) -> None:
         t = self.route(path)
@@ -296,7 +313,12 @@ class WriteService:
         cf = self._chunk_file(t)
         if cf is None:
             raise NotFound(path)
+        zero = zeros_unless_fill(cf.ds, self.catalog.pipeline(cf.ds)) if self.ingester(t).absent_is_zero else None
         with self._lock_for(cf.lock_key):
+            if zero is not None:  # an N5 block removed is zeros, not the fill value
+                self._put_converted(cf.domain, cf.ds, [(c, zero, None) for c in cf.members.values()], [], writer,
+                                    versions=False)
+                return
             idx = self.catalog.chunk_index(cf.ds)
             gone = [c for c in cf.members.values() if idx.size_of(idx.linear_of(c)) >= 0]
             self._put_converted(cf.domain, cf.ds, [], gone, writer, versions=False)  # rm -r reads nothing
@@ -494,13 +516,14 @@ class WriteService:
             self._declare(writer, t, ds.id, meta)
             return
         assert isinstance(obj, Dataset)
-        self._check_same_array(obj, meta, where)
+        shown = functools.cache(lambda: self._view_shows(t, obj))  # built only if the stored one differs
+        check_same_array(obj, meta, where, shown)
         written = dict(meta.attributes)
         names = meta.dimension_names
         if names and any(d is not None for d in names) and "_ARRAY_DIMENSIONS" not in written:
             written["_ARRAY_DIMENSIONS"] = [d or "" for d in names]  # kept as the dataset's attribute
         change = self._attr_change(obj, written, ing.shown_attributes(t, obj))
-        if meta.shape != obj.shape.array_shape and meta.shape != self._shown_shape(t, ing, obj):
+        if meta.shape != obj.shape.array_shape and (shown() is None or meta.shape != shown().shape):
             change.resize = meta.shape
         old = obj.creation_properties.get("polyfs") or {}
         hints = {**{k: v for k, v in old.items() if not k.startswith(ing.hint_prefix)}, **meta.hints}
@@ -509,12 +532,12 @@ class WriteService:
         self.editor.apply(t.domain, change)
         self._declare(writer, t, obj.id, meta)
 
-    @staticmethod
-    def _shown_shape(t: Target, ing: Ingester, ds: Dataset) -> tuple[int, ...] | None:
-        """The shape the view shows for ``ds`` when it is not the stored one (a netCDF
-        variable shorter than its unlimited dimension): written back unchanged, it is no resize."""
+    def _view_shows(self, t: Target, ds: Dataset) -> ArrayWrite | None:
+        """The array as the view shows it where that is not as stored (a netCDF variable
+        shorter than its unlimited dimension, a scalar as one element in N5, array elements
+        as trailing dimensions): written back unchanged, it is no change."""
         try:
-            return ing.shown(t, ds).shape
+            return self._declared_for(t, ds)
         except PolyfsError:
             return None
 
@@ -552,21 +575,6 @@ class WriteService:
             return True
 
         return below(group, [])
-
-    @staticmethod
-    def _check_same_array(ds: Dataset, meta: ArrayWrite, where: str) -> None:
-        have = stored_dtype(ds)
-        want = meta.dtype.numpy()
-        if (have.kind, have.itemsize) != (want.kind, want.itemsize) and not (
-                have.kind in "bu" and want.kind in "bu" and have.itemsize == want.itemsize == 1):
-            raise InvalidInput(f"{where}: the data type of an existing array cannot change ({have} -> {want})")
-        if tuple(meta.chunks) != tuple(ds.chunks):
-            raise InvalidInput(f"{where}: the chunk shape of an existing array cannot change "
-                               f"({list(ds.chunks)} -> {list(meta.chunks)})")
-        fill, old = meta.fill, ds.fill_value
-        if meta.fill_declared and fill != old and not (fill in (None, 0, 0.0) and old in (None, 0, 0.0)) and \
-                not (isinstance(fill, float) and isinstance(old, float) and np.isnan(fill) and np.isnan(old)):
-            raise InvalidInput(f"{where}: the fill value of an existing array cannot change ({old!r} -> {fill!r})")
 
     def _typed(self, attrs: dict[str, Any], dimension_names) -> dict[str, Attribute]:
         out = {}

@@ -1,0 +1,49 @@
+"""Is metadata written over an existing array the same array?
+
+A tool rewrites an array's metadata to resize it or change its attributes; its type,
+chunk shape and fill value must be the stored ones, or those the view shows where it
+shows them otherwise (a scalar as one element in N5, HDF5 array elements as trailing
+dimensions). Anything else would reinterpret stored chunks, so it is refused.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import InvalidInput
+from ..model.schema import Dataset
+from .chunkin import stored_dtype
+from .protocol import ArrayWrite
+
+
+def check_same_array(ds: Dataset, meta: ArrayWrite, where: str,
+                     shown: Callable[[], ArrayWrite | None] = lambda: None) -> None:
+    """Metadata written over an existing array must describe it as stored or as the view
+    shows it (``shown()``, asked only when it differs from the stored one)."""
+    have = stored_dtype(ds)
+    want = meta.dtype.numpy()
+    if not _same_kind(have, want) and not ((s := shown()) is not None and _same_kind(s.dtype.numpy(), want)):
+        raise InvalidInput(f"{where}: the data type of an existing array cannot change ({have} -> {want})")
+    if tuple(meta.chunks) != tuple(ds.chunks) and not ((s := shown()) is not None and
+                                                       tuple(meta.chunks) == tuple(s.chunks)):
+        raise InvalidInput(f"{where}: the chunk shape of an existing array cannot change "
+                           f"({list(ds.chunks)} -> {list(meta.chunks)})")
+    fill, old = meta.fill, ds.fill_value
+    if meta.fill_declared and not _same_fill(fill, old) and not (fill in (None, 0, 0.0) and old in (None, 0, 0.0)):
+        raise InvalidInput(f"{where}: the fill value of an existing array cannot change ({old!r} -> {fill!r})")
+
+
+def _same_kind(a: np.dtype, b: np.dtype) -> bool:
+    """Element types one array may be declared with (uint8 and bool are one byte alike)."""
+    return (a.kind, a.itemsize) == (b.kind, b.itemsize) or (a.kind in "bu" and b.kind in "bu"
+                                                           and a.itemsize == b.itemsize == 1)
+
+
+def _same_fill(a: Any, b: Any) -> bool:
+    """Fill values as JSON gives them, NaN equal to NaN (also inside a complex ``[re, im]``)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_fill(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+        return True
+    return bool(a == b)
