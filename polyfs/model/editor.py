@@ -38,7 +38,11 @@ from .writer import DomainWriter
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 G = TypeVar("G", Group, Dataset)
-SWAP_ATTEMPTS = 12  # lost races in a row before the writer is told to try again (EAGAIN)
+# lost races in a row before the writer is told to try again (EAGAIN): at least this many, and
+# for at least this long (a loaded machine re-reads a domain slowly while the other host's
+# queued changes keep winning; each lost race is another writer's progress, not a livelock)
+SWAP_ATTEMPTS = 12
+SWAP_SECONDS = 30.0
 
 
 class _Writes:
@@ -134,15 +138,19 @@ class DomainEditor:
         """Run ``op`` under the domain's lock; when another writer (another host, another
         daemon) changed an object it swaps, re-read the domain and run it again."""
         with self.lock(path):
-            for attempt in range(SWAP_ATTEMPTS):
+            attempt, deadline = 0, time.monotonic() + SWAP_SECONDS
+            while True:
                 try:
                     return op()
                 except PreconditionFailed as exc:
                     log.info("%s: changed by another writer (%s); re-reading and re-applying", path, exc)
                     self.catalog.invalidate(path)
                     self.catalog.touch(path)
-                    time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** attempt)))
-            raise PreconditionFailed(f"{path}: changed by other writers {SWAP_ATTEMPTS} times in a row; try again")
+                attempt += 1
+                if attempt >= SWAP_ATTEMPTS and time.monotonic() >= deadline:
+                    raise PreconditionFailed(f"{path}: changed by other writers {attempt} times in a row over "
+                                             f"{SWAP_SECONDS:.0f} s; try again")
+                time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** min(attempt, 10))))
 
     def _install(self, model: DomainModel, changed: Iterable[Obj], removed: Iterable[str] = (),
                  tags: dict[str, str] | None = None) -> DomainModel:

@@ -124,3 +124,31 @@ def test_a_daemon_sees_another_hosts_change_at_its_next_refresh(url, monkeypatch
     assert b.catalog.refresh_used() == ["/seen.h5"]
     assert b.catalog.generation("/seen.h5") != gen  # views re-plan
     assert "from_a" in b.model("/seen.h5").root.attributes
+
+
+def test_a_host_losing_many_races_keeps_trying_for_a_while(url, monkeypatch):
+    """Another host's queued changes may win more than SWAP_ATTEMPTS races in a row on a
+    loaded machine (seen in CI): each is progress, so the loser keeps trying for
+    SWAP_SECONDS before its writer gets EAGAIN."""
+    from polyfs.errors import PreconditionFailed
+    from polyfs.model import editor as editor_mod
+
+    monkeypatch.setattr(editor_mod.time, "sleep", lambda s: None)
+    a = host(url)
+    a.create_domain("/race.h5")
+    lost = [0]
+
+    def op(limit: int):
+        def run():
+            if lost[0] < limit:
+                lost[0] += 1
+                raise PreconditionFailed("changed by another writer")
+            return "done"
+        return run
+
+    assert a._retrying("/race.h5", op(3 * editor_mod.SWAP_ATTEMPTS)) == "done"
+    monkeypatch.setattr(editor_mod, "SWAP_SECONDS", 0.05)
+    lost[0] = 0
+    with pytest.raises(PreconditionFailed, match="try again"):
+        a._retrying("/race.h5", op(10 ** 9))
+    assert lost[0] >= editor_mod.SWAP_ATTEMPTS
