@@ -37,6 +37,7 @@ from ...model.schema import Dataset, Group
 from ...vfile import Literal, VFile
 from . import FORMAT
 from . import meta as tiffmeta
+from .described import descriptive_tags
 from .geo import geo_tags
 from .raster import raster
 from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size, ifd_chain,
@@ -177,7 +178,7 @@ def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile
     meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples, r.planes)
     return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), r.sample, tuple(tile),
                      compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra,
-                     r.tags + geo_tags(ds), r.planes)
+                     r.tags + geo_tags(ds) + descriptive_tags(ds), r.planes)
 
 
 def compose(image: TiffImage, tiles: TileData) -> VFile:

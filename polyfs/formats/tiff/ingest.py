@@ -64,11 +64,13 @@ from ...writes.protocol import (
     DocumentChanges,
     WrittenFile,
 )
+from .described import DESCRIPTIVE_CODES, DESCRIPTIVE_NAMES, descriptive_attributes, descriptive_tags
+from .dropped import say_tags_dropped
+from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags
 from .image import written_stem
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
-from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags
-from .source import SeriesLayout, TiffImporter, extra_samples, geometry, image_attributes, say_tags_dropped
+from .source import SeriesLayout, TiffImporter, extra_samples, geometry, image_attributes
 from .written import (
     BaseSource,
     VerifyingWriter,
@@ -405,13 +407,16 @@ class TiffIngester:
         the dataset's; and, when the file carries GeoTIFF/GDAL tags (a georeferencing writer says all
         it means), those of the dataset it no longer has: a nodata value, CRS or transform the new file
         dropped must not be served with its pixels. A file with none of them (a plain picture written
-        back over a map) leaves the dataset's."""
+        back over a map) leaves the dataset's. The descriptive tags (described.py: Make, Artist,
+        Orientation...) are one such group too."""
         got = image_attributes(tif, series, lay.key, lay.axes)
-        said = [k for k in got if k in GEO_TAG_NAMES]
-        gone = sorted(k for k in GEO_TAG_NAMES if said and k in ds.attributes and k not in said)
+        gone: list[str] = []
+        for group in (GEO_TAG_NAMES, DESCRIPTIVE_NAMES):
+            said = [k for k in got if k in group]
+            gone += sorted(k for k in group if said and k in ds.attributes and k not in said)
         unit = got.get("resolution_unit")
         keep = {k: v for k, v in got.items() if k.startswith("imagej_") or k in GEO_TAG_NAMES or k in KEPT_TEXT
-                or (k in REPLACED_ATTRIBUTES and unit is not None and unit[2] != "none")}
+                or k in DESCRIPTIVE_NAMES or (k in REPLACED_ATTRIBUTES and unit is not None and unit[2] != "none")}
         out = {}
         for k, (typ, shape, value) in keep.items():
             old = ds.attributes.get(k)
@@ -427,12 +432,13 @@ def _geo_change(ds: Dataset, key: Any, served_extra: list[str]) -> ObjectChange 
     """GeoTIFF/GDAL tags edited in place (``gdal_edit.py -a_srs/-a_ullr/-a_nodata/-mo``,
     ``-unsetnodata``): the attributes whose tag now says something else, and those whose tag
     the view's file served and the file no longer has; ExtraSamples set in place (``gdal_edit.py
-    -colorinterp_2 alpha``) as the ``extrasamples`` attribute."""
-    got = geo_attributes(key)
+    -colorinterp_2 alpha``) as the ``extrasamples`` attribute; the descriptive tags (described.py:
+    ``tiffset -s 315``, ``gdal_edit.py -mo TIFFTAG_ARTIST=...``) as theirs."""
+    got = {**geo_attributes(key), **descriptive_attributes(key)}
     extra = extra_samples(key)
     if extra != served_extra and len(extra) == len(served_extra):
         got["extrasamples"] = (T.StringType(None, "utf8", "nullterm"), Shape("simple", (len(extra),)), extra)
-    served = {name for name, _ in geo_tags(ds)}
+    served = {name for name, _ in geo_tags(ds) + descriptive_tags(ds)}
     change = ObjectChange(ds.id)
     for k, (typ, shape, value) in got.items():
         old = ds.attributes.get(k)
@@ -445,9 +451,10 @@ def _geo_change(ds: Dataset, key: Any, served_extra: list[str]) -> ObjectChange 
 
 
 EXTRA_SAMPLES_TAG = 338  # kept as the attribute ``extrasamples`` (_geo_change)
-# tags an in-place edit changes with the tiles (where they are), that geo.py keeps, or that writers
-# set for themselves (Software, DateTime: GDAL copies a source's into a file it updates)
-_LAYOUT_TAGS = frozenset({273, 279, 305, 306, 324, 325, EXTRA_SAMPLES_TAG, *(g.code for g in GEO_TAGS)})
+# tags an in-place edit changes with the tiles (where they are), that geo.py and described.py keep
+# (_geo_change), or that writers set for themselves (Software)
+_LAYOUT_TAGS = frozenset({273, 279, 305, 324, 325, EXTRA_SAMPLES_TAG, *(g.code for g in GEO_TAGS),
+                          *DESCRIPTIVE_CODES})
 
 
 def _plain_tags(page: Any) -> dict[int, tuple[str, Any]]:

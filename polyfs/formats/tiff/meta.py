@@ -56,7 +56,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
-from xml.sax.saxutils import quoteattr
+from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
@@ -87,7 +87,7 @@ _TIME_UNITS = {
     "nanosecond": ("ns", 1e-9), "ns": ("ns", 1e-9),
     "microsecond": ("µs", 1e-6), "us": ("µs", 1e-6), "µs": ("µs", 1e-6),
     "millisecond": ("ms", 1e-3), "ms": ("ms", 1e-3),
-    "second": ("s", 1.0), "s": ("s", 1.0), "sec": ("s", 1.0),
+    "second": ("s", 1.0), "s": ("s", 1.0), "sec": ("s", 1.0), "seconds": ("s", 1.0), "msec": ("ms", 1e-3),
     "minute": ("min", 60.0), "min": ("min", 60.0),
     "hour": ("h", 3600.0), "h": ("h", 3600.0),
 }
@@ -313,6 +313,11 @@ def physical_sizes(ds: Dataset, parent: Group | None, name: str,
                     u = _attr(ds, "unit")
                     units = _units(u if u is not None else _attr(ds, "units"), rank, spatial)
                 break
+    step = _time_increment(ds)
+    if step is not None and "T" in letters and (sizes is None or sizes[list(letters).index("T")] is None):
+        at = list(letters).index("T")  # a time-lapse OME-TIFF's frame interval (written or imported)
+        sizes, units = list(sizes) if sizes is not None else [None] * rank, list(units)
+        sizes[at], units[at] = step
     if sizes is None:
         return [None] * rank
     out: list[tuple[float, str] | None] = []
@@ -327,6 +332,18 @@ def physical_sizes(ds: Dataset, parent: Group | None, name: str,
             continue
         out.append((float(s), table[key][0]))
     return out
+
+
+def _time_increment(ds: Dataset) -> tuple[float, str] | None:
+    """(interval, unit) of the attributes ``time_increment`` and ``time_increment_unit`` (seconds
+    when absent) the TIFF importer keeps from an OME-TIFF's ``TimeIncrement``, else of an ImageJ
+    hyperstack's ``finterval`` and ``tunit`` (``imagej_finterval``, ``imagej_tunit``)."""
+    for key, unit_key in (("time_increment", "time_increment_unit"), ("imagej_finterval", "imagej_tunit")):
+        v = _attr(ds, key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            unit = _attr(ds, unit_key)
+            return float(v), unit if isinstance(unit, str) and unit else "s"
+    return None
 
 
 def _per_cm(size: float, unit: str) -> float:
@@ -344,9 +361,12 @@ def _rational(x: float) -> tuple[int, int]:
 
 
 def resolution_tags(axes: Sequence[Axis]) -> tuple[tuple[int, int], tuple[int, int], int]:
-    """XResolution, YResolution (pixels per cm) and ResolutionUnit (1 = none when unknown)."""
+    """XResolution, YResolution and ResolutionUnit: pixels per inch (2) for sizes in inches (a
+    300 dpi scan stays 300 dpi, not 118.11 per cm), else per cm (3); 1 (none) when unknown."""
     ax = {a.letter: a for a in axes}
     y, x = ax.get("Y"), ax.get("X")
+    if x and y and x.scale and y.scale and x.unit == y.unit == "in":
+        return _rational(1.0 / x.scale), _rational(1.0 / y.scale), 2
     if x and y and x.scale and y.scale and x.unit in _SYMBOLS_LENGTH and y.unit in _SYMBOLS_LENGTH:
         return _rational(_per_cm(x.scale, x.unit)), _rational(_per_cm(y.scale, y.unit)), 3
     return (1, 1), (1, 1), 1
@@ -391,9 +411,11 @@ def _channel_texts(v: Any, size: int) -> list[str] | None:
     return out if any(out) else None
 
 
-def ome_xml(name: str, axes: Sequence[Axis], dtype: np.dtype, channels: Sequence[str] | None = None) -> str:
-    """OME-XML (2016-06) for one image whose planes are the file's IFDs in C order; ``channels``:
-    the C axis's channel names."""
+def ome_xml(name: str | None, axes: Sequence[Axis], dtype: np.dtype, channels: Sequence[str] | None = None,
+            description: str | None = None) -> str:
+    """OME-XML (2016-06) for one image whose planes are the file's IFDs in C order; ``name``: the
+    image's (none: no Name, which is optional); ``channels``: the C axis's channel names;
+    ``description``: the image's ``Description``."""
     lead = [a for a in axes[:-2]]
     by = {a.letter: a for a in axes}
     order = "XY" + "".join(a.letter for a in reversed(lead))
@@ -419,18 +441,39 @@ def ome_xml(name: str, axes: Sequence[Axis], dtype: np.dtype, channels: Sequence
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<OME xmlns="{OME_NS}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
         f'xsi:schemaLocation="{OME_NS} {OME_NS}/ome.xsd" Creator="polyfs">'
-        f'<Image ID="Image:0" Name={quoteattr(name)}>'
+        f'<Image ID="Image:0"{f" Name={quoteattr(name)}" if name else ""}>'
+        f'{f"<Description>{escape(description)}</Description>" if description else ""}'
         f'<Pixels {" ".join(attrs)}>{chans}<TiffData IFD="0" PlaneCount="{nplanes}"/></Pixels>'
         "</Image></OME>"
     )
 
 
-def shaped_json(axes: Sequence[Axis]) -> str:
+def shaped_json(axes: Sequence[Axis], name: str | None = None) -> str:
+    """tifffile's shaped description; ``name``: the series name (tifffile reads it back)."""
     letters = "".join(a.letter for a in axes)
     meta: dict[str, Any] = {"shape": [a.size for a in axes]}
     if len(set(letters.replace("Q", ""))) == len(letters.replace("Q", "")):
         meta["axes"] = letters
+    if name:
+        meta["name"] = name
     return json.dumps(meta)
+
+
+def image_name(ds: Dataset) -> str | None:
+    """The dataset's ``name`` attribute (the series name an OME-TIFF or tifffile file was written
+    with, kept by import and writes): served back, so a copy of the view's file keeps it. A
+    dataset without one has no image name (not its path: a copy would store that as its ``name``)."""
+    return _xml_text(ds, "name")
+
+
+def _xml_text(ds: Dataset, key: str) -> str | None:
+    """A text attribute the view's description can hold (none that is not text, or is empty)."""
+    v = ds.attributes[key].value if key in ds.attributes else None
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if not isinstance(v, str) or not v.strip() or any(ord(c) < 32 and c not in "\t\n\r" for c in v):
+        return None  # NUL would end the tag's text, other control characters are no XML
+    return v
 
 
 def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np.dtype,
@@ -438,7 +481,9 @@ def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np
     """Axes, pixel sizes and the first page's ImageDescription of one dataset. An image of
     several samples per pixel (the dataset's last dim) gets tifffile's shaped description
     with axes ``...YXS`` (what tifffile writes for RGB), its pixel sizes those of the rest;
-    one of samples in separate planes (``planes``, the third-last dim) ``...SYX``."""
+    one of samples in separate planes (``planes``, the third-last dim) ``...SYX``. The image is
+    named by the dataset's ``name`` attribute (image_name), never by ``title``, its path; an OME
+    one is described by its ``image_description``."""
     dims = ds.shape.array_shape
     if samples > 1:
         dims = dims[:-1]
@@ -453,12 +498,14 @@ def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np
     phys = physical_sizes(ds, parent, name, letters)
     axes = tuple(Axis(letter, int(n), p[0] if p else None, p[1] if p else None)
                  for letter, n, p in zip(letters, dims, phys))
+    own = image_name(ds)
     if samples > 1:
-        return ImageMeta(axes, "shaped", shaped_json((*axes, Axis("S", samples))), resolution_tags(axes))
+        return ImageMeta(axes, "shaped", shaped_json((*axes, Axis("S", samples)), own), resolution_tags(axes))
     if planes > 1:
-        return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))
+        return ImageMeta(axes, "shaped", shaped_json(axes, own), resolution_tags(axes))
     if ome_ok:
         c = next((a.size for a in axes if a.letter == "C"), 1)
         names = channel_names(ds, parent, name, c)
-        return ImageMeta(axes, "ome", ome_xml(title, axes, dtype, names), resolution_tags(axes))
-    return ImageMeta(axes, "shaped", shaped_json(axes), resolution_tags(axes))
+        return ImageMeta(axes, "ome", ome_xml(own, axes, dtype, names, _xml_text(ds, "image_description")),
+                         resolution_tags(axes))
+    return ImageMeta(axes, "shaped", shaped_json(axes, own), resolution_tags(axes))

@@ -42,7 +42,9 @@ from ...model.types import from_numpy_any as dtype_from_numpy
 from ...model.values import element_to_json
 from ...model.jsonattrs import json_attribute
 from ...codecs.sniff import zstd_has_content_size
-from .geo import GEO_TAGS, geo_attributes
+from .described import descriptive_attributes
+from .dropped import IMAGEJ_NOT_KEPT, say_tags_dropped
+from .geo import geo_attributes
 
 log = logging.getLogger(__name__)
 
@@ -451,7 +453,7 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
     meta = tif.imagej_metadata if tif.is_imagej else None
     if meta:
         for k, v in meta.items():
-            if k in ("LUTs", "Ranges", "Labels", "Overlays", "ROI", "Properties", "Info", "Plot"):
+            if k in IMAGEJ_NOT_KEPT:
                 continue
             try:
                 json.dumps(v)
@@ -459,32 +461,15 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
                 continue
             t, sh, val = json_attribute(v)
             out[f"imagej_{k}"] = (t, sh, val)
-    text = foreign_description(key)
+    text = foreign_description(key) or ome_description(tif, series)
     if text:
         out["image_description"] = (vl, Shape("scalar"), text)
     out.update(ome_pixel_sizes(tif, series, axes))
+    out.update(ome_time_increment(tif, series, axes))
     out.update(ome_channel_names(tif, series, axes))
     out.update(geo_attributes(key))
+    out.update(descriptive_attributes(key))
     return out
-
-
-# private tags (32768 and up) a file's image keeps: GeoTIFF/GDAL ones (attributes), ImageJ's
-# metadata and its byte counts (attributes), SGI's ImageDepth and TileDepth (the layout), LERC's
-# parameters (how its tiles decode: the data is kept)
-_KEPT_PRIVATE = frozenset({*(g.code for g in GEO_TAGS), 50838, 50839, 32997, 32998, 50674})
-
-
-def say_tags_dropped(tif: Any, where: str) -> None:
-    """One log line naming the private tags of a file's first page that are not kept (a file written
-    into the view, or imported): an instrument's metadata (Micro-Manager, LSM, ScanImage...), EXIF,
-    an ICC profile, a writer's own tags (tifffile ``extratags``) would otherwise vanish unseen."""
-    page = tif.pages.first
-    tags = page.tags.values() if hasattr(page, "tags") else ()
-    dropped = [f"{t.name} ({t.code})" if t.name != str(t.code) else str(t.code) for t in tags
-               if t.code >= 32768 and t.code not in _KEPT_PRIVATE]
-    if dropped:
-        log.warning("%s: private tag(s) %s dropped (the dataset keeps the image, its resolution, description, "
-                    "GeoTIFF/GDAL and ImageJ metadata)", where, ", ".join(dropped))
 
 
 def extra_samples(key: Any) -> list[str]:
@@ -548,6 +533,38 @@ def ome_channel_names(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape,
         return {}
     texts = [n if isinstance(n, str) else "" if n is None else str(n) for n in names]
     return {"channel_names": (T.StringType(None, "utf8", "nullterm"), Shape("simple", (len(texts),)), texts)}
+
+
+def ome_description(tif, series) -> str | None:
+    """An OME-TIFF image's ``Description`` (tifffile's ``metadata={"Description": ...}``, Bio-Formats'
+    image description): the dataset's ``image_description``, which the view's OME-XML gives back."""
+    if not getattr(tif, "is_ome", False) or not tif.ome_metadata:
+        return None
+    import tifffile
+
+    index = next((i for i, s in enumerate(tif.series)
+                  if s is series or any(lv is series for lv in (getattr(s, "levels", None) or ()))), None)
+    try:
+        images = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]
+        text = (images if isinstance(images, list) else [images])[index or 0].get("Description")
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+    return text if isinstance(text, str) and text.strip() else None
+
+
+def ome_time_increment(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
+    """A time-lapse OME-TIFF's frame interval (``TimeIncrement``, ``TimeIncrementUnit``, default
+    seconds) as ``time_increment`` and ``time_increment_unit``: the view's OME-XML gives it back
+    (meta.physical_sizes). Without it a copy through the view lost it silently."""
+    found = _ome_pixels(tif, series)
+    if found is None or "T" not in axes:
+        return {}
+    v = found[1].get("TimeIncrement")
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+        return {}
+    vl = T.StringType(None, "utf8", "nullterm")
+    return {"time_increment": (T.FloatType(8), Shape("scalar"), float(v)),
+            "time_increment_unit": (vl, Shape("scalar"), str(found[1].get("TimeIncrementUnit") or "s"))}
 
 
 def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, Any]]:
