@@ -12,4 +12,4 @@ from ..base import Format
 
 FORMAT = Format("hdf5", __name__, ".h5", "file", has_source=True, has_ingest=True,
                 source_suffixes=(".h5", ".hdf5", ".hdf", ".he5", ".nc"),
-                keeps_names=(".nc", ".nc4", ".hdf5", ".he5"), runs_filters=True)
+                keeps_names=(".nc", ".nc4", ".hdf5", ".he5", ".nwb"), runs_filters=True)

@@ -56,6 +56,7 @@ from ...vfile import ChunkRun
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, HDF5File, Planner, dimension_scale_class, external_file
+from .hints import UNTRACKED_HINT, file_tracks_attribute_order, set_hint
 from .ncfill import shown_fill
 from .scales import SCALE_ATTRS, same_as_shown
 from .source import HDF5Importer, _Object, model_type, scalar_block
@@ -393,6 +394,8 @@ class DocumentDiff:
             raise UnsupportedType(f"{self.where}: {exc}") from None
         got = self.sink.attrs.get(obj.model.id, {})
         if self.is_new(obj):
+            if file_tracks_attribute_order(h5obj) is False:  # netCDF-C's objects made in an "a" session
+                set_hint(obj.model, UNTRACKED_HINT, True)
             obj.model.attributes = dict(got)
             return
         shown = self.planner.shown.get(obj.model.id, set())
@@ -767,12 +770,7 @@ def _same_attribute(name: str, old: Attribute, new: Attribute) -> bool:
 def _tracks_attribute_order(h5obj: Any) -> bool:
     """Whether the file's object tracks its attributes' creation order (netCDF-4 objects do):
     h5py then lists them in that order, else by name, which says nothing of it."""
-    from h5py import h5p
-
-    try:
-        return bool(h5obj.attrs._id.get_create_plist().get_attr_creation_order() & h5p.CRT_ORDER_TRACKED)
-    except Exception:  # noqa: BLE001 - no plist to ask (a committed type): no order to follow
-        return False
+    return bool(file_tracks_attribute_order(h5obj))  # a committed type has none to follow
 
 
 def _reordered(have: dict[str, Attribute], got: dict[str, Attribute], change: ObjectChange) -> tuple[str, ...] | None:

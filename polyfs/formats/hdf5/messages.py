@@ -28,6 +28,7 @@ from ...model import types as T
 from ...model.schema import Shape
 from .dtypes import encode_type, shared_type
 from .layout import AddrKey, Blob
+from .names import is_utf8_text, name_bytes
 from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_INFO, ATTRIBUTE_INFO_ORDERED, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2,
                       FILL_SIZE, FILL_V2, FILTER_PIPELINE_V1, FILTER_V1, FLAG_CONSTANT, FLAG_DONT_SHARE, FLAG_SHARED,
                       GROUP_INFO, LAYOUT_V3_CHUNKED, LAYOUT_V3_CONTIGUOUS, LINK_EXTERNAL, LINK_INFO, LINK_INFO_ORDERED,
@@ -63,13 +64,15 @@ class Message:
         return len(self.body)
 
 
-def object_header(messages: Sequence[Message], refcount: int, dense_info: Blob | None = None) -> Blob:
+def object_header(messages: Sequence[Message], refcount: int, dense_info: Blob | None = None,
+                  tracked: bool = True) -> Blob:
     """A version 2 object header: one chunk holding every message, attributes numbered
-    in creation order as they come, an attribute info message when there are any (or
-    ``dense_info``, when they are in dense storage: dense.py), a reference count message when
-    more than one link leads here."""
+    in creation order as they come (unless not ``tracked``: the object's file tracked none),
+    an attribute info message when there are any (or ``dense_info``, when they are in dense
+    storage: dense.py), a reference count message when more than one link leads here."""
     nattrs = sum(1 for m in messages if m.type == MSG_ATTRIBUTE)
-    ordered = nattrs <= MAX_CREATION_INDEX  # past a 16-bit order: by name, as HDF5 lists untracked ones
+    # past a 16-bit order: by name, as HDF5 lists untracked ones; dense storage tracks it
+    ordered = (tracked or dense_info is not None) and nattrs <= MAX_CREATION_INDEX
     extra = []
     if refcount > 1:
         extra.append(Message(MSG_REFCOUNT, Blob(REFCOUNT.pack(refcount=refcount)), FLAG_DONT_SHARE))
@@ -235,26 +238,27 @@ def group_info() -> Message:
 def link(name: str, kind: str, target: AddrKey | None = None, path: str = "", file: str = "",
          order: int | None = None) -> Message:
     """A link message (hard: ``target`` is the object's address key; ``order``: its creation order)."""
-    raw = name.encode("utf-8")
+    raw = name_bytes(name)  # names.py: bytes that are not UTF-8 as they were made
     n = len(raw)
+    utf8 = is_utf8_text(raw)
     width, code = (1, 0) if n < 1 << 8 else (2, 1) if n < 1 << 16 else (4, 2)
-    flags = code | (0x08 if kind != "hard" else 0) | (0x10 if not name.isascii() else 0) | \
+    flags = code | (0x08 if kind != "hard" else 0) | (0x10 if utf8 else 0) | \
         (0x04 if order is not None else 0)
     body = Blob(LINK_V1.pack(flags=flags))
     if kind != "hard":
         body.write(bytes([LINK_SOFT if kind == "soft" else LINK_EXTERNAL]))
     if order is not None:
         body.write(struct.pack("<q", order))
-    if not name.isascii():
+    if utf8:
         body.write(b"\x01")
     body.write(n.to_bytes(width, "little") + raw)
     if kind == "hard":
         body.addr(target)
     elif kind == "soft":
-        value = path.encode("utf-8")
+        value = name_bytes(path)
         body.write(struct.pack("<H", len(value)) + value)
     else:
-        value = b"\x00" + file.encode("utf-8") + b"\0" + path.encode("utf-8") + b"\0"
+        value = b"\x00" + name_bytes(file) + b"\0" + name_bytes(path) + b"\0"
         body.write(struct.pack("<H", len(value)) + value)
     return Message(MSG_LINK, body)
 

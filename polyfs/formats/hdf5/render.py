@@ -4,6 +4,7 @@ File order (all metadata first, so opening and listing touch one region):
 
     [user block: ``base`` bytes of zeros; only polyglot files have one, for a TIFF header]
     superblock 0 + root symbol table entry          <- base address (0 in the hdf5/ view)
+      (or superblock 2/3, the version the domain's file was written with: hints.py)
     object headers (version 2), in canonical tree order
     group local heaps, group B-trees, symbol table nodes
     global heap collections of attribute data
@@ -32,7 +33,8 @@ Per dataset the storage is chosen from the model plus chunk sizes:
 Groups of up to 1024 links (and any group holding an external link) hold link
 messages with their creation orders, larger ones are symbol-table groups;
 attributes keep the model's order (its JSON's), which the object headers
-record as their creation order.
+record as their creation order (objects whose file tracked none: the order of their
+header's messages only, as there, hints.py).
 An object with an attribute over the 64 KiB a header message holds keeps all its
 attributes in dense storage (dense.py: a fractal heap and two v2 B-trees), up to 8 MiB
 an attribute and 16 MiB in all.
@@ -74,7 +76,9 @@ from .dtypes import DiskEncoder, disk_fill, disk_itemsize, fixed, has_padding, s
 from .layout import Block, Blob, FilePlan, blob_block
 from .ncfill import shown_fill
 from .scales import Synthesized, synthesize
-from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SYMBOL_TABLE_ENTRY
+from .hints import SUPERBLOCK_HINT, hints, tracks_attribute_order
+from .names import name_bytes
+from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SUPERBLOCK_V2, SUPERBLOCK_VERSIONS, SYMBOL_TABLE_ENTRY, lookup3
 from .vlheap import GlobalHeap, vlen_chunks
 
 log = logging.getLogger(__name__)
@@ -113,14 +117,31 @@ class DatasetPlan:
     fill: bytes | None = None  # the fill value as the file declares it (None: the library default, zeros)
 
 
-def superblock(plan: FilePlan, root_key: Any) -> Block:
+def superblock(plan: FilePlan, root_key: Any, version: int = 0) -> Block:
+    """Superblock 0 with the root's symbol table entry, or 2/3 (checksummed, the root's header
+    by address): the version the domain's file was written with (:func:`superblock_version`)."""
     def render(resolve) -> bytes:
         end = plan.end if plan.eof is None else plan.eof
+        if version:
+            head = SUPERBLOCK_V2.pack(version=version, base_address=plan.base, eof_address=plan.base + end,
+                                      root_header_address=resolve(root_key))
+            return head + lookup3(head).to_bytes(4, "little")
         head = SUPERBLOCK_V0.pack(base_address=plan.base, eof_address=plan.base + end)
         entry = SYMBOL_TABLE_ENTRY.pack(name_offset=0, header_address=resolve(root_key), cache_type=CACHE_NONE)
         return head + entry
 
-    return Block("superblock", SUPERBLOCK_SIZE, render)
+    return Block("superblock", SUPERBLOCK_V2.size + 4 if version else SUPERBLOCK_SIZE, render)
+
+
+def superblock_version(model: DomainModel) -> int:
+    """The superblock version the domain's file had when it was written or imported (kept in its
+    root group's hints, hints.py): an SWMR writer needs 3 (``libver="latest"``) again when it
+    reopens the file, netCDF-C writes 2. Other domains: 0."""
+    try:
+        version = hints(model.root).get(SUPERBLOCK_HINT, 0)
+    except (KeyError, PolyfsError):
+        return 0
+    return version if version in SUPERBLOCK_VERSIONS else 0
 
 
 class DomainRenderer:
@@ -204,13 +225,18 @@ class DomainRenderer:
                 msgs.append(M.datatype(T.resolved(obj.type)))
             attrs = self._attributes(obj, path)
             info = None
+            tracked = tracks_attribute_order(obj)  # else the header's order, by name to h5py (hints.py)
             if any(m.size > MAX_MESSAGE for m in attrs):  # every attribute in dense storage
+                if not tracked:  # which numbers them: by name, as h5py lists an untracked object's
+                    attrs = sorted(attrs, key=lambda m: m.name.encode("utf-8", "surrogateescape"))
                 stored = dense.dense_attributes(obj.id, [(m.name, m.body) for m in attrs])
                 info, attrs = stored.info, []
                 groups.extend(stored.blocks)
-            headers.append(blob_block(("oh", obj.id), M.object_header(msgs + attrs, refcounts.get(obj.id, 1), info)))
+            headers.append(blob_block(("oh", obj.id), M.object_header(msgs + attrs, refcounts.get(obj.id, 1), info,
+                                                                      tracked)))
         p = self.plan
-        p.add(superblock(p, ("oh", self.model.domain.root)))
+        version = 0 if self.placed else superblock_version(self.model)  # polyglot files: 0
+        p.add(superblock(p, ("oh", self.model.domain.root), version))
         p.extend(headers)
         p.extend(groups)
         p.extend(self.attr_heap.blocks())
@@ -257,11 +283,11 @@ class DomainRenderer:
             return msgs
         symbols = []
         for link in links:
-            name = link.name.encode("utf-8")
+            name = name_bytes(link.name)
             if link.kind == "hard":
                 symbols.append(Symbol(name, target=self.ref_key(link.id)))
             else:
-                symbols.append(Symbol(name, value=(link.h5path or "").encode("utf-8")))
+                symbols.append(Symbol(name, value=name_bytes(link.h5path or "")))
         tree, heap, blocks = group_blocks(g.id, symbols)
         out.extend(blocks)
         return [M.symbol_table(tree, heap)]

@@ -54,6 +54,8 @@ from .filters import LZF, h5py_with_plugins
 from .dtypes import compound_from_library, disk_dtype
 from .repack import copy_repacked, needs_repack, packed_filters, packed_values
 from .region import selection_json
+from .names import NOT_UTF8, TARGET_NOT_UTF8, bad_name, link_text
+from .hints import UNTRACKED_HINT, file_tracks_attribute_order, keep_superblock_version, native_attribute_order, set_hint
 from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
 
@@ -297,6 +299,7 @@ class HDF5Importer:
         """Import from an open h5py File (a path, or a file object such as a file being written)."""
         self.file = f
         with source_errors(lambda cause: self.err("", cause)):
+            keep_superblock_version(getattr(self.writer, "root", None), f)  # rendered again (hints.py)
             self._walk(f)
             self._plan()
             self._create()
@@ -321,17 +324,21 @@ class HDF5Importer:
             # h5py lists a group tracking link creation order (netCDF-4, track_order) in that
             # order, others by name: links are made (and stamped) in this order, which the HDF5
             # view gives back as their creation order
-            for name in grp:
+            names = list(grp)
+            if bad_name(names) is not None:  # h5py's name (bytes) when it is not UTF-8
+                raise self.unsupported(f"link {bad_name(names)!r} in group {gpath}", NOT_UTF8)
+            for name in names:
                 path = (gpath.rstrip("/") + "/" + name)
                 try:
                     link = grp.get(name, getlink=True)
                 except (KeyError, OSError, RuntimeError) as exc:
                     raise self.err(f"link {path}", exc) from None
-                if isinstance(link, h5py.SoftLink):
-                    self.links.append(_Link(gkey, name, "soft", link.path))
-                    continue
-                if isinstance(link, h5py.ExternalLink):
-                    self.links.append(_Link(gkey, name, "external", (link.filename, link.path)))
+                if isinstance(link, (h5py.SoftLink, h5py.ExternalLink)):  # targets as text (names.py)
+                    text = link_text(grp, name)
+                    if text is None:
+                        raise self.unsupported(f"link {path}", TARGET_NOT_UTF8)
+                    soft = isinstance(link, h5py.SoftLink)
+                    self.links.append(_Link(gkey, name, "soft" if soft else "external", text[0] if soft else text))
                     continue
                 if not isinstance(link, h5py.HardLink):
                     log.warning("%s: skipping user-defined link %s", self.path, path)
@@ -620,6 +627,8 @@ class HDF5Importer:
     def _attributes(self) -> None:
         for obj in self.objects.values():
             h5obj = self.file[obj.path] if obj.path != "/" else self.file
+            if file_tracks_attribute_order(h5obj) is False:  # its header's order kept, by name to h5py
+                set_hint(obj.model, UNTRACKED_HINT, True)
             self._copy_attrs(h5obj, obj.model, obj.path)
 
     def _copy_attrs(self, h5obj, target: Group | Dataset | Datatype, opath: str) -> None:
@@ -627,8 +636,13 @@ class HDF5Importer:
 
         h5py = h5py_with_plugins()
         # in creation order when the object tracks it (h5py iterates H5_INDEX_CRT_ORDER then),
-        # else by name: the model keeps this order, the HDF5 view shows it as creation order
-        for name in h5obj.attrs:
+        # else in its header's (HDF5's native order, netCDF-C's): the model keeps this order
+        names = list(h5obj.attrs)
+        if bad_name(names) is not None:
+            raise self.unsupported(f"attribute {bad_name(names)!r} of {opath}", NOT_UTF8)
+        if len(names) > 1 and file_tracks_attribute_order(h5obj) is False:
+            names = native_attribute_order(h5obj, names)
+        for name in names:
             where = f"attribute {name!r} of {opath}"
             try:
                 aid = h5obj.attrs.get_id(name)

@@ -57,6 +57,22 @@ SUPERBLOCK_V0 = Layout.of("superblock v0", [
     ("driver_info_address", "Q", UNDEF),
 ])
 
+# superblocks 2 and 3 (HDF5 1.8 and 1.10: netCDF-C writes 2, libver="latest" 3, which SWMR
+# writers need): the root group's object header by address, no B-tree 'K' values (the defaults,
+# the ones above), checksummed. Version 3's flags say a writer has the file open (0: none).
+SUPERBLOCK_V2 = Layout.of("superblock v2/v3", [
+    ("signature", "8s", SIGNATURE),
+    ("version", "B"),
+    ("sizeof_offsets", "B", SIZEOF_ADDR),
+    ("sizeof_lengths", "B", SIZEOF_SIZE),
+    ("consistency_flags", "B", 0),
+    ("base_address", "Q"),
+    ("extension_address", "Q", UNDEF),
+    ("eof_address", "Q"),
+    ("root_header_address", "Q"),
+])
+SUPERBLOCK_VERSIONS = (0, 2, 3)  # the ones the view renders
+
 SYMBOL_TABLE_ENTRY = Layout.of("symbol table entry", [
     ("name_offset", "Q"),  # into the group's local heap
     ("header_address", "Q"),

@@ -1,8 +1,9 @@
 """The HDF5 view: ``MNT/hdf5/<stem>.h5``, a whole domain as one HDF5 file.
 
 The file is synthesized from the model and the chunk sizes (render.py):
-superblock 0 at offset 0, version 2 object headers recording the creation
-order of attributes, link messages with creation orders (symbol-table groups
+superblock 0 at offset 0 (2 or 3 when the file was written so: hints.py), version 2
+object headers recording the creation order of attributes (unless the file's object
+tracked none), link messages with creation orders (symbol-table groups
 past 1024 links), attributes of every type, committed types, fill values,
 the effective filter pipeline and a version 1 B-tree chunk index whose
 addresses point at the stored chunk objects laid out after all metadata
