@@ -450,6 +450,9 @@ class WriteService:
             key = idx.key_of(at_grid)
             old = self._stored(key) if idx.size_of(idx.linear_of(at_grid)) >= 0 else None
             data = item[1]()
+            if old is not None and data == old:
+                return None  # a page written back over a chunk as stored: were it stored, a chunk
+                # file merged meanwhile (tensorstore through n5/) would be reverted
             hist = self._superseded.get(key, ())  # a chunk deleted since: its version is there too
             if hist:
                 mine = _digest(data)
@@ -737,13 +740,18 @@ class WriteService:
         ``at``: the coordinates of a chunk's key."""
         idx = self.catalog.chunk_index(ds)
         gone = self._deleted_versions(idx, [at(c) for c in deletes]) if versions else {}
+        replaced = [(idx.key_of(at(c)), old) for c, _, old in puts] + \
+            [(key, gone.get(key)) for key in (idx.key_of(at(c)) for c in deletes)]
+        # remembered before the store is touched too: another file's merge running meanwhile (h5py
+        # r+ writing back a page that holds a stale copy of this chunk) must know the replaced
+        # version as soon as the new one can be read, not only once this call returns
+        before = time.time()
+        for key, old in replaced:
+            self._remember(key, before, old, writer)
         self.editor.put_chunks(domain, ds, [(c, b) for c, b, _ in puts], deletes, crcs=crcs)
         stamp = time.time()
-        for coords, _, old in puts:
-            self._remember(idx.key_of(at(coords)), stamp, old, writer)
-        for coords in deletes:
-            key = idx.key_of(at(coords))
-            self._remember(key, stamp, gone.get(key), writer)
+        for key, old in replaced:
+            self._remember(key, stamp, old, writer, was=before)
 
     def _deleted_versions(self, idx: Any, coords: list) -> dict[str, bytes]:
         """Digests of the stored versions of chunks about to be deleted (a few: each costs a
@@ -766,8 +774,10 @@ class WriteService:
         except PolyfsError:
             return None
 
-    def _remember(self, key: str, stamp: float, replaced: bytes | None, writer: int) -> None:
-        """``key`` was written at ``stamp``, replacing the version ``replaced``."""
+    def _remember(self, key: str, stamp: float, replaced: bytes | None, writer: int,
+                  was: float | None = None) -> None:
+        """``key`` was written at ``stamp``, replacing the version ``replaced``; ``was``: the
+        time it was remembered with just before the write (that entry moves to ``stamp``)."""
         with self._guard:
             self._written_at[key] = (stamp, writer)
             self._written_at.move_to_end(key)
@@ -775,6 +785,8 @@ class WriteService:
                 self._written_at.popitem(last=False)
             if replaced is not None:
                 hist = self._superseded.setdefault(key, [])
+                if was is not None and (replaced, was, writer) in hist:
+                    hist.remove((replaced, was, writer))
                 hist.append((replaced, stamp, writer))
                 del hist[:-8]
                 self._superseded.move_to_end(key)
