@@ -122,8 +122,16 @@ class WriteSide:
         self._volatile: tuple[str, ...] = ()  # view paths of domains written through this mount
 
     # -- helpers ------------------------------------------------------------------------
-    def _writable(self, path: str) -> None:
+    def _writable(self, path: str, new: bool = False) -> None:
+        """``path`` is in a writable view; ``new``: a name being made, which must be text (the
+        Zarr, N5 and HDF5 link names of the store's JSON are Unicode: a latin-1 byte name
+        made here could not be written back through ``hdf5/``)."""
         self.service.router.view_of(path)
+        if new:
+            try:
+                path.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidInput(f"{os.fsencode(path)!r}: a name made in the views must be UTF-8") from None
 
     def _changed(self, path: str, domain: str | None = None) -> None:
         """The store changed under ``path``'s domain (``domain``, when the caller routed it
@@ -355,7 +363,7 @@ class WriteSide:
         parent = self.inodes.get(parent_inode)
         text = os.fsdecode(name)
         path = self.inodes.child_path(parent, text)
-        self._writable(path)
+        self._writable(path, new=True)
         await self.fs.permit(path, "update", ctx)  # a file's bytes, new or not, are data
         await self._refuse_name(path)
         existing = await self.fs.run(self._lookup_node, parent, text)
@@ -504,7 +512,7 @@ class WriteSide:
         parent = self.inodes.get(parent_inode)
         text = os.fsdecode(name)
         path = self.inodes.child_path(parent, text)
-        self._writable(path)
+        self._writable(path, new=True)
         await self.fs.permit(path, "create", ctx)
         if await self.fs.run(self._lookup_node, parent, text) is not None:
             raise FileExistsError(errno.EEXIST, path)
@@ -611,7 +619,7 @@ class WriteSide:
         src = self.inodes.child_path(old_parent, os.fsdecode(name_old))
         dst = self.inodes.child_path(new_parent, os.fsdecode(name_new))
         self._writable(src)
-        self._writable(dst)
+        self._writable(dst, new=True)
         await self.fs.permit(src, "update", ctx)  # a file being written, published under its name
         await self.fs.permit(dst, "update", ctx)
         await self._refuse_name(dst)
@@ -660,7 +668,7 @@ class WriteSide:
         parent = self.inodes.get(new_parent_inode)
         text = os.fsdecode(new_name)
         dst = self.inodes.child_path(parent, text)
-        self._writable(dst)
+        self._writable(dst, new=True)
         await self.fs.permit(dst, "update", ctx)
         await self._refuse_name(dst)
         node = self.overlay.get(entry.path)

@@ -167,3 +167,17 @@ def test_a_page_written_back_over_a_chunk_as_stored_does_not_store_it(zfs, monke
     assert superseded_then == [True]
     with _hdf5(zfs) as f:
         assert f["v"][0, 0] == 5.0 and (f["v"][4:, 4:] == 1).all()
+
+
+def test_names_made_in_the_views_must_be_utf8(zfs):  # noqa: F811 - fixture
+    """A latin-1 directory made in ``zarr/`` was taken, and then hid ``hdf5/t.h5`` (or made
+    h5py ``r+`` refuse the file): names made in any view must be text. Existing ones are
+    still removable."""
+    latin1 = os.fsdecode(b"caf\xe9")
+    for op, args in ((zfs.mkdir, (f"zarr/t.zarr/{latin1}",)), (zfs.mkdir, (f"n5/t.n5/{latin1}",)),
+                     (zfs.write_file, (f"zarr/t.zarr/{latin1}.json", b"{}")),
+                     (zfs.write_file, (f"hdf5/{latin1}.h5", b"x"))):
+        refused(zfs, errno.EINVAL, op, *args)
+    zfs.mkdir("zarr/t.zarr/café")  # UTF-8 is fine
+    with _hdf5(zfs) as f:
+        assert "café" in f
