@@ -21,6 +21,7 @@ from ..codecs.pipeline import Pipeline, adler32_of_zlib, effective
 from ..codecs.registry import DEFLATE
 from ..codecs.sniff import HEAD_BYTES
 from ..errors import AlreadyExists, NotFound, PolyfsError, PreconditionFailed, SchemaError
+from ..store.recent import RecentVersions
 from ..store.base import Store
 from . import ids, keys
 from . import indexcache
@@ -40,6 +41,7 @@ def dumps(obj: Any) -> bytes:
 class Catalog:
     def __init__(self, store: Store, fetch_threads: int = 8) -> None:
         self.store = store
+        self.recent = RecentVersions()  # chunk versions the write side replaced, for open readers
         self._lock = threading.RLock()
         self._domains: dict[str, DomainModel] = {}
         self._chunk_index: dict[str, ChunkIndex] = {}

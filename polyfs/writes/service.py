@@ -460,6 +460,8 @@ class WriteService:
                     log.info("%s: chunk %s of %s is a stale copy of a replaced version; kept the newer one",
                              where, list(coords), ds.id)
                     return None
+            if old is not None:
+                self.catalog.recent.keep(key, old)  # for readers whose layout still has it
             return coords, data, getattr(item[1], "crc32", None), None if old is None else _digest(old)
 
         def store(items: list, gone: list) -> None:
@@ -679,6 +681,8 @@ class WriteService:
                 log.info("%s: chunk %s is a stale copy of a replaced version; kept the newer one",
                          where, list(w.coords))
                 return w.coords, None
+            if old is not None:
+                self.catalog.recent.keep(key, old)  # for readers whose layout still has it
             return w.coords, (new, None if old is None else _digest(old))
 
         def converted(members: dict[int, tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], Any]]:
@@ -766,6 +770,7 @@ class WriteService:
             data = self._stored(key)
             if data is not None:
                 out[key] = _digest(data)
+                self.catalog.recent.keep(key, data)  # for readers whose layout still has it
         return out
 
     def _stored(self, key: str) -> bytes | None:

@@ -24,7 +24,7 @@ import hdf5plugin  # noqa: F401 - zstd for h5py writing into the view's file
 import numpy as np
 import pytest
 from test_write_semantics import fs, refused, zfs  # noqa: F401 - fixtures
-from writeharness import encode_with, n5_block, read_n5_array, zarr_array_meta
+from writeharness import decode_with, encode_with, n5_block, read_n5_array, zarr_array_meta
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -181,3 +181,34 @@ def test_names_made_in_the_views_must_be_utf8(zfs):  # noqa: F811 - fixture
     zfs.mkdir("zarr/t.zarr/café")  # UTF-8 is fine
     with _hdf5(zfs) as f:
         assert "café" in f
+
+
+def test_a_reader_open_before_a_rewrite_reads_the_version_it_opened(tmp_path):
+    """A live viewer reading an array another process keeps rewriting: its open file is laid
+    out with the chunk sizes of its open, and a chunk rewritten meanwhile (another size) gave
+    it EIO. As on a local disk, it reads on the version it opened (kept for it a while)."""
+    from writeharness import FS
+
+    store = tmp_path / "store"
+    store.mkdir()
+    zfs = FS(str(store))
+    try:
+        zfs.mkdir("zarr/t.zarr")
+        zfs.write_json("zarr/t.zarr/zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": {}})
+        meta = zarr_array_meta((8, 8), "<i4", (8, 8), codecs=("zstd",), fill=0)
+        zfs.mkdir("zarr/t.zarr/a")
+        zfs.write_json("zarr/t.zarr/a/zarr.json", meta)
+        zfs.makedirs("zarr/t.zarr/a/c/0")
+        first = np.zeros((8, 8), "<i4")
+        zfs.write_file("zarr/t.zarr/a/c/0/0", encode_with(meta["codecs"], first))
+        reader = zfs.as_pid(9001).open_file("zarr/t.zarr/a/c/0/0", os.O_RDONLY)
+        head = reader.read(0, 4)
+        second = np.arange(64, dtype="<i4").reshape(8, 8)  # compresses to another size
+        zfs.as_pid(9002).write_file("zarr/t.zarr/a/c/0/0", encode_with(meta["codecs"], second))
+        blob = head + reader.read(4, 1 << 20)  # before: EIO
+        reader.release()
+        assert np.array_equal(decode_with(meta["codecs"], blob, np.dtype("<i4"), (8, 8)), first)
+        blob = zfs.read_file("zarr/t.zarr/a/c/0/0")  # a new open: the new version
+        assert np.array_equal(decode_with(meta["codecs"], blob, np.dtype("<i4"), (8, 8)), second)
+    finally:
+        zfs.close()
