@@ -238,7 +238,14 @@ class Reader:
             self.cache.discard(key)
         return data[p.start:p.start + p.length]
 
-    def _fetch(self, key: str, start: int, length: int) -> bytes:
+    def _fetch(self, key: str, start: int, length: int, expect_size: int = -1) -> bytes:
+        """``[start, start+length)`` of a stored object; with ``expect_size`` (its size when the
+        file was laid out) checked as :meth:`_fill_range` does: a version replaced since is
+        served from the ones the write side kept, else EIO, never bytes of another layout."""
+        if expect_size >= 0:
+            buf = bytearray(length)
+            self._fill_range(RangePiece(key, start, length, expect_size), memoryview(buf))
+            return bytes(buf)
         try:
             data = self.store.get_range(key, start, length)
         except NotFound:
@@ -276,11 +283,12 @@ class Reader:
         """Object stores: each object's ranges merged into one request, objects in parallel."""
         fetched: dict[str, list[tuple[int, bytes]]] = {}
         fetches = coalesce(pieces)
+        sizes = {p.key: p.object_size for p in pieces if isinstance(p, RangePiece)}
         if len(fetches) == 1:
             k, s, n = fetches[0]
-            fetched[k] = [(s, self._fetch(k, s, n))]
+            fetched[k] = [(s, self._fetch(k, s, n, sizes.get(k, -1)))]
         elif fetches:
-            futs = [(k, s, self._pool.submit(self._fetch, k, s, n)) for k, s, n in fetches]
+            futs = [(k, s, self._pool.submit(self._fetch, k, s, n, sizes.get(k, -1))) for k, s, n in fetches]
             for k, s, f in futs:
                 fetched.setdefault(k, []).append((s, f.result()))
         return fetched
@@ -358,7 +366,7 @@ class Reader:
         if len(pieces) == 1 and isinstance(pieces[0], RangePiece) and self.store.concurrent_fetches:
             p = pieces[0]
             ahead = self._fetched_ahead(p)
-            return ahead if ahead is not None else self._fetch(p.key, p.start, p.length)
+            return ahead if ahead is not None else self._fetch(p.key, p.start, p.length, p.object_size)
         return self.execute(pieces)
 
 
@@ -376,7 +384,7 @@ class _ObjectFetch:
         return ("object", key, size)
 
     def produce(self, ctx: Any) -> bytes:
-        data = self.reader._fetch(self.key, 0, self.length)
+        data = self.reader._fetch(self.key, 0, self.length, self.length)
         now = time.monotonic()
         at = self.reader._ahead_at
         if len(at) > 4096:  # forget the times of entries too old to serve anyway

@@ -183,6 +183,11 @@ class RemoteCounting:
             self.gets.append((key, start, length))
         return self.inner.get_range(key, start, length)
 
+    def read_into(self, key, start, buf, expect_size=-1):  # a range GET whose size is checked
+        with self._lock:
+            self.gets.append((key, start, len(buf)))
+        return self.inner.read_into(key, start, buf, expect_size)
+
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
