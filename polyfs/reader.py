@@ -238,14 +238,14 @@ class Reader:
             self.cache.discard(key)
         return data[p.start:p.start + p.length]
 
-    def _fetch(self, key: str, start: int, length: int, expect_size: int = -1) -> bytes:
+    def _fetch(self, key: str, start: int, length: int, expect_size: int = -1) -> bytes | bytearray:
         """``[start, start+length)`` of a stored object; with ``expect_size`` (its size when the
         file was laid out) checked as :meth:`_fill_range` does: a version replaced since is
         served from the ones the write side kept, else EIO, never bytes of another layout."""
         if expect_size >= 0:
             buf = bytearray(length)
             self._fill_range(RangePiece(key, start, length, expect_size), memoryview(buf))
-            return bytes(buf)
+            return buf  # read into once, not copied again
         try:
             data = self.store.get_range(key, start, length)
         except NotFound:

@@ -37,6 +37,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeW
                                         "ignore::FutureWarning", "ignore::DeprecationWarning")
 
 
+def _mounted(mount_store, tmp_path):
+    """A new local store and its mount (the tools here warn about Zarr v3 extensions: quiet)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    warnings.filterwarnings("ignore")
+    return store, mount_store(str(store))
+
+
 def _python(code: str, timeout: int = 120) -> str:
     """``code`` in a fresh interpreter (h5py with hdf5plugin's filters registered there)."""
     res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
@@ -50,10 +58,7 @@ def _ts_zarr(path) -> ts.TensorStore:
 
 
 def test_scalars_written_by_xarray_zarr_python_and_tensorstore(mount_store, tmp_path):
-    store = tmp_path / "store"
-    store.mkdir()
-    m = mount_store(str(store))
-    warnings.filterwarnings("ignore")
+    store, m = _mounted(mount_store, tmp_path)
     # xarray: one time step of a gridded dataset, with a CF grid mapping and a scalar label
     full = xr.Dataset({"t": (("time", "y", "x"), np.arange(24.0).reshape(2, 3, 4), {"grid_mapping": "crs"})},
                       coords={"time": pd.date_range("2000-01-01", periods=2), "height": 2.0})
@@ -99,10 +104,7 @@ def test_xarray_bitround_filters_write_append_and_read_everywhere(mount_store, t
     numcodecs = pytest.importorskip("numcodecs")
     from zarr.codecs import numcodecs as znc
 
-    store = tmp_path / "store"
-    store.mkdir()
-    m = mount_store(str(store))
-    warnings.filterwarnings("ignore")
+    store, m = _mounted(mount_store, tmp_path)
     rng = np.random.default_rng(7)
 
     def part(t0: str, n: int) -> xr.Dataset:
@@ -133,10 +135,7 @@ def test_xarray_bitround_filters_write_append_and_read_everywhere(mount_store, t
 
 def test_n5_writers_set_a_scalar(mount_store, tmp_path):
     z5py = pytest.importorskip("z5py")
-    store = tmp_path / "store"
-    store.mkdir()
-    m = mount_store(str(store))
-    warnings.filterwarnings("ignore")
+    store, m = _mounted(mount_store, tmp_path)
     root = m.path / "zarr" / "sc.zarr"
     g = zarr.open_group(str(root), mode="w")
     g.create_array("a", shape=(), dtype="f8", fill_value=0.0)[()] = 1.5

@@ -62,16 +62,10 @@ def descriptive_attributes(key: Any) -> dict[str, tuple[T.DType, Shape, Any]]:
     out: dict[str, tuple[T.DType, Shape, Any]] = {}
     for d in DESCRIPTIVE_TAGS:
         tag = tags.get(d.code)
-        if tag is None:
-            continue
-        if d.kind == "text":
-            text = _text(tag.value)
-            if text is not None:
-                out[d.name] = (T.StringType(None, "utf8", "nullterm"), Shape("scalar"), text)
-        else:
-            n = _orientation(tag.value)
-            if n is not None:
-                out[d.name] = (T.IntType(2, False), Shape("scalar"), n)
+        value = _value(d, tag.value) if tag is not None else None
+        if value is not None:
+            kind = T.StringType(None, "utf8", "nullterm") if d.kind == "text" else T.IntType(2, False)
+            out[d.name] = (kind, Shape("scalar"), value)
     return out
 
 
@@ -80,14 +74,12 @@ def descriptive_tags(ds: Dataset) -> tuple[tuple[str, Any], ...]:
     out: list[tuple[str, Any]] = []
     for d in DESCRIPTIVE_TAGS:
         a = ds.attributes.get(d.name)
-        if a is None:
-            continue
-        if d.kind == "text":
-            text = _text(a.value)
-            if text is not None:
-                out.append((d.name, text))
-        else:
-            n = _orientation(a.value)
-            if n is not None:
-                out.append((d.name, n))
+        value = _value(d, a.value) if a is not None else None
+        if value is not None:
+            out.append((d.name, value))
     return tuple(out)
+
+
+def _value(d: DescriptiveTag, raw: Any) -> str | int | None:
+    """``raw`` as tag ``d`` holds it (text, or an Orientation 1 to 8), or None if it is not one."""
+    return _text(raw) if d.kind == "text" else _orientation(raw)
