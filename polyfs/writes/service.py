@@ -24,11 +24,9 @@ write disjoint regions of one shard without losing each other's chunks.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from collections.abc import Iterator
@@ -47,6 +45,7 @@ from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict
 from .arraycheck import check_same_array
 from .chunkin import to_stored, zeros_unless_fill
+from .history import WriteHistory, digest
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
                        WrittenFile, file_members)
 from ..parallel import THREADS, Occupancy, bounded_map
@@ -54,7 +53,6 @@ from .router import Router, Target
 
 log = logging.getLogger(__name__)
 
-HISTORY = 4096  # chunks whose superseded versions are remembered
 ENCODE_THREADS = THREADS
 DOCUMENT_BATCH = 64  # chunks of a document stored per put_many
 BATCH_BYTES = 64 << 20  # converted chunk bytes held at once (a document's batch, a chunk file's)
@@ -97,9 +95,7 @@ class WriteService:
         self._declared: dict[tuple[int, str, str], ArrayWrite] = {}
         self._file_locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
-        # chunk key -> versions replaced through this mount: (digest, when, by which process)
-        self._superseded: OrderedDict[str, list[tuple[bytes, float, int]]] = OrderedDict()
-        self._written_at: OrderedDict[str, tuple[float, int]] = OrderedDict()  # key -> (when, by whom)
+        self.history = WriteHistory()  # per chunk: when written, by whom, which versions replaced
         self._pool = ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="polyfs-encode")
         self._ingesting = Occupancy()  # chunk files being merged now
         self._shown: dict[tuple[str, str], tuple[tuple[Any, Any], ArrayWrite]] = {}  # view, dataset -> shown
@@ -453,16 +449,13 @@ class WriteService:
             if old is not None and data == old:
                 return None  # a page written back over a chunk as stored: were it stored, a chunk
                 # file merged meanwhile (tensorstore through n5/) would be reverted
-            hist = self._superseded.get(key, ())  # a chunk deleted since: its version is there too
-            if hist:
-                mine = _digest(data)
-                if any(d == mine and at > base_time and who != writer for d, at, who in hist):
-                    log.info("%s: chunk %s of %s is a stale copy of a replaced version; kept the newer one",
-                             where, list(coords), ds.id)
-                    return None
+            if self.history.is_stale_copy(key, data, base_time, writer):  # (a deleted chunk's too)
+                log.info("%s: chunk %s of %s is a stale copy of a replaced version; kept the newer one",
+                         where, list(coords), ds.id)
+                return None
             if old is not None:
                 self.catalog.recent.keep(key, old)  # for readers whose layout still has it
-            return coords, data, getattr(item[1], "crc32", None), None if old is None else _digest(old)
+            return coords, data, getattr(item[1], "crc32", None), None if old is None else digest(old)
 
         def store(items: list, gone: list) -> None:
             self._put_converted(domain, ds, [(c, b, replaced.get(c)) for c, b in items], gone, writer, crcs,
@@ -490,8 +483,8 @@ class WriteService:
         by itself; the others (stored since by another process) stay, with one log line."""
         out, kept = [], []
         for coords in deletes:
-            at, who = self._written_at.get(idx.key_of(tuple(coords) if grid else (0,)), (0.0, writer))
-            (out if at <= base_time or who == writer else kept).append(coords)
+            seen = self.history.seen_by(idx.key_of(tuple(coords) if grid else (0,)), base_time, writer)
+            (out if seen else kept).append(coords)
         if kept:
             log.info("%s: kept chunks %s of %s that another process stored after this file was opened",
                      where, [list(c) for c in kept[:8]], ds.id)
@@ -675,15 +668,13 @@ class WriteService:
                 raise type(exc)(f"{where}: chunk {list(w.coords)}: {exc}") from None
             if new == old:
                 return w.coords, None
-            hist = self._superseded.get(key, ())
-            mine = _digest(new) if hist else b""
-            if any(d == mine and at > base_time and who != writer for d, at, who in hist):
+            if self.history.is_stale_copy(key, new, base_time, writer):
                 log.info("%s: chunk %s is a stale copy of a replaced version; kept the newer one",
                          where, list(w.coords))
                 return w.coords, None
             if old is not None:
                 self.catalog.recent.keep(key, old)  # for readers whose layout still has it
-            return w.coords, (new, None if old is None else _digest(old))
+            return w.coords, (new, None if old is None else digest(old))
 
         def converted(members: dict[int, tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], Any]]:
             written = ing.chunks_in(src, cf.decl, members, where)
@@ -711,17 +702,16 @@ class WriteService:
             if coords in present:
                 continue
             key = idx.key_of(coords)
-            at, who = self._written_at.get(key, (0.0, writer))
             if seen is not None and key not in seen:
                 continue  # never shown to this writer: another's, newer than what it read
-            if idx.size_of(idx.linear_of(coords)) >= 0 and (at <= base_time or who == writer):
+            if idx.size_of(idx.linear_of(coords)) >= 0 and self.history.seen_by(key, base_time, writer):
                 deletes.append(coords)
         if not puts and not deletes:
             return
         if deletes:
             log.info("%s: deleting chunks %s absent from the file written by process %d (read at %.3f; "
                      "they were written at %s)", where, [list(c) for c in deletes], writer, base_time,
-                     [self._written_at.get(idx.key_of(c)) for c in deletes])
+                     [self.history.written(idx.key_of(c)) for c in deletes])
         self._put_converted(cf.domain, ds, puts, deletes, writer)
         batch: list[tuple[tuple[int, ...], bytes, bytes | None]] = []
         held = 0
@@ -751,11 +741,11 @@ class WriteService:
         # version as soon as the new one can be read, not only once this call returns
         before = time.time()
         for key, old in replaced:
-            self._remember(key, before, old, writer)
+            self.history.remember(key, before, old, writer)
         self.editor.put_chunks(domain, ds, [(c, b) for c, b, _ in puts], deletes, crcs=crcs)
         stamp = time.time()
         for key, old in replaced:
-            self._remember(key, stamp, old, writer, was=before)
+            self.history.remember(key, stamp, old, writer, was=before)
 
     def _deleted_versions(self, idx: Any, coords: list) -> dict[str, bytes]:
         """Digests of the stored versions of chunks about to be deleted (a few: each costs a
@@ -769,7 +759,7 @@ class WriteService:
             key = idx.key_of(tuple(c))
             data = self._stored(key)
             if data is not None:
-                out[key] = _digest(data)
+                out[key] = digest(data)
                 self.catalog.recent.keep(key, data)  # for readers whose layout still has it
         return out
 
@@ -779,31 +769,6 @@ class WriteService:
         except PolyfsError:
             return None
 
-    def _remember(self, key: str, stamp: float, replaced: bytes | None, writer: int,
-                  was: float | None = None) -> None:
-        """``key`` was written at ``stamp``, replacing the version ``replaced``; ``was``: the
-        time it was remembered with just before the write (that entry moves to ``stamp``)."""
-        with self._guard:
-            self._written_at[key] = (stamp, writer)
-            self._written_at.move_to_end(key)
-            while len(self._written_at) > HISTORY * 4:
-                self._written_at.popitem(last=False)
-            if replaced is not None:
-                hist = self._superseded.setdefault(key, [])
-                if was is not None and (replaced, was, writer) in hist:
-                    hist.remove((replaced, was, writer))
-                hist.append((replaced, stamp, writer))
-                del hist[:-8]
-                self._superseded.move_to_end(key)
-                while len(self._superseded) > HISTORY:
-                    self._superseded.popitem(last=False)
-
 
 def _is_document(ing: Any) -> bool:
     return bool(getattr(ing, "document", False))
-
-
-def _digest(stored: bytes) -> bytes:
-    """Of the stored bytes: tools copy the inner chunks they do not change byte for byte.
-    SHA-256 (CPU instructions on x86 and ARM: 3x blake2b here), cut to 16 bytes."""
-    return hashlib.sha256(stored).digest()[:16]

@@ -152,7 +152,7 @@ def test_a_page_written_back_over_a_chunk_as_stored_does_not_store_it(zfs, monke
     def spy(domain, ds, puts, deletes, **kw):
         stored.append([tuple(c) for c, _ in puts])
         idx = service.catalog.chunk_index(ds)
-        superseded_then.append(all(idx.key_of(tuple(c)) in service._superseded for c, _ in puts
+        superseded_then.append(all(service.history.knows_replaced(idx.key_of(tuple(c))) for c, _ in puts
                                    if idx.size_of(idx.linear_of(tuple(c))) >= 0))
         return put_chunks(domain, ds, puts, deletes, **kw)
 
