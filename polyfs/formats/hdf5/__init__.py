@@ -5,11 +5,13 @@ dtypes.py (datatype messages, disk bytes), messages.py (object header
 messages), btree.py (chunk and group B-trees), vlheap.py (global heaps),
 render.py (a domain's file), scales.py (dimension scales shown
 for xarray's ``_ARRAY_DIMENSIONS``), single.py (one dataset for polyglot files),
-view.py (the view), source.py (the importer), filters.py (libhdf5 runs
-filters outside the translation table on single chunks).
+view.py (the view), source.py (the importer), filetypes.py (the file's types as
+model types, values read as the file's bytes), vlenorder.py (h5py's byte-swapped
+sequences read as the file holds them), filters.py (libhdf5 runs filters outside
+the translation table on single chunks).
 """
 from ..base import Format
 
 FORMAT = Format("hdf5", __name__, ".h5", "file", has_source=True, has_ingest=True,
-                source_suffixes=(".h5", ".hdf5", ".hdf", ".he5", ".nc"),
-                keeps_names=(".nc", ".nc4", ".hdf5", ".he5", ".nwb"), runs_filters=True)
+                source_suffixes=(".h5", ".hdf5", ".hdf", ".he5", ".nc", ".nwb", ".h5ad", ".loom"),
+                keeps_names=(".nc", ".nc4", ".hdf5", ".he5", ".nwb", ".h5ad", ".loom"), runs_filters=True)

@@ -59,7 +59,8 @@ from .render import DatasetPlan, HDF5File, Planner, dimension_scale_class, exter
 from .hints import UNTRACKED_HINT, file_tracks_attribute_order, set_hint
 from .ncfill import shown_fill
 from .scales import SCALE_ATTRS, same_as_shown
-from .source import HDF5Importer, _Object, model_type, scalar_block
+from .filetypes import model_type
+from .source import HDF5Importer, _Object, scalar_block
 
 log = logging.getLogger(__name__)
 
@@ -470,12 +471,15 @@ class DocumentDiff:
         return links != sorted((g, n) for g, n, _ in synth.dim_only.values())
 
     def _object_change(self, change: ObjectChange) -> None:
+        """``change`` merged into the object's change already made (a group whose links and
+        attributes both changed: one commit), every field of it kept."""
         for c in self.out.objects:
             if c.obj_id == change.obj_id:
                 c.set_attributes.update(change.set_attributes)
                 c.remove_attributes += change.remove_attributes
-                c.resize = change.resize if change.resize is not None else c.resize
-                c.links = change.links if change.links is not None else c.links
+                for name in ("resize", "links", "attribute_order", "view_hints", "implicit"):
+                    if getattr(change, name) is not None:
+                        setattr(c, name, getattr(change, name))
                 return
         self.out.objects.append(change)
 
@@ -776,10 +780,9 @@ def _tracks_attribute_order(h5obj: Any) -> bool:
 def _reordered(have: dict[str, Attribute], got: dict[str, Attribute], change: ObjectChange) -> tuple[str, ...] | None:
     """The stored attributes' order after ``change`` when the file lists them otherwise (one
     deleted and written again, as netCDF-C and h5py change one, is last in creation order), else
-    None; ones the file does not show keep their places. A stored order by name came from a file
-    that does not track it (read by name there; the view's files always track): it stays."""
-    if list(have) == sorted(have):
-        return None
+    None; ones the file does not show keep their places. Called only for objects whose file
+    tracks the order (the view renders an object that tracked none untracked, hints.py), so a
+    stored order that happens to be by name (CMOR writes its attributes so) is creation order."""
     after = [n for n in have if n not in change.remove_attributes] + \
         [n for n in change.set_attributes if n not in have]
     written = [n for n in got if n in after]
