@@ -47,7 +47,7 @@ def test_parse_sharded_array():
     m = zarrmeta.parse(_array_meta(), "x/zarr.json")
     assert isinstance(m, ArrayWrite)
     assert m.chunks == (4, 3) and m.per_file == (2, 2) and m.hints == {"zarr_chunks_per_shard": [2, 2], "zarr_shape": [10, 6]}
-    assert m.layout == (KeyEncoding("default", "/"), ShardIndex(False, True, False), 0)  # no element dims
+    assert m.layout == (KeyEncoding("default", "/"), ShardIndex(False, True, False), 0, None)  # no element dims, no transpose
     assert [f.id for f in m.filters] == [DEFLATE] and m.incoming.gzip_member
     ing = zarrmeta.ZarrIngester(None)  # type: ignore[arg-type]
     assert ing.file_position(["c", "1", "0"], m) == (1, 0) and ing.file_position(["c", "1"], m) is None

@@ -24,7 +24,8 @@ from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import FORMAT
 from .spec import DATASET_KEYS, HINT_PREFIX, META, MODE_DEFAULT, MODE_NAMES, N5_KEYS, RESERVED, compression_of, \
-    declared_hints, geometry, numpy_dtype, parse_block_header
+    declared_hints, geometry, group_skip, group_user_attributes, is_dataset_attributes, numpy_dtype, \
+    parse_block_header
 
 ZARR_METADATA = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json"})
 HEADER_PROBE = 4096  # bytes read for a block header (a header of 1000 dimensions fits)
@@ -67,8 +68,8 @@ def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
 
 
 def _parse(attrs: dict[str, Any], where: str) -> GroupWrite | ArrayWrite:
-    if not any(k in attrs for k in DATASET_KEYS):
-        return GroupWrite(user_attributes(attrs))
+    if not is_dataset_attributes(attrs):  # n5-java's rule: a group may have a dataType of its own
+        return GroupWrite(group_user_attributes(attrs))
     missing = [k for k in DATASET_KEYS if k not in attrs]
     if missing:
         raise _err(where, f"dataset attributes lack {', '.join(missing)}")
@@ -122,7 +123,9 @@ class N5Ingester:
         return replace(got, layout=layout) if layout != BlockLayout() else got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
-        return hdmf.Hierarchy(t.model, FORMAT.suffix).shown_attributes(obj, t.h5path, self.skip_attributes)
+        # a group's as N5Domain.group_metadata shows them
+        skip = hdmf.RESERVED + group_skip(obj.attributes) if isinstance(obj, Group) else self.skip_attributes
+        return hdmf.Hierarchy(t.model, FORMAT.suffix).shown_attributes(obj, t.h5path, skip)
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
         if len(rest) != len(decl.shape) or not all(p.isdigit() for p in rest):

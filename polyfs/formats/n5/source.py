@@ -30,7 +30,7 @@ from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
 from .spec import META, MODE_DEFAULT, MODE_NAMES, MODE_VARLENGTH, RESERVED, compression_of, geometry, numpy_dtype, \
-    parse_block_header
+    is_dataset_attributes, parse_block_header
 from ...importers.common import (source_errors, write_plans, ChunkSink, ImportOptions, Progress, padded, read_json_object,
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...codecs.sniff import zstd_has_content_size
@@ -67,7 +67,7 @@ class N5Importer:
         with source_errors(lambda cause: self.err(self.path, cause)):
             plans: list[_Plan] = []
             root = self.attrs_of(self.path)
-            if "dimensions" in root:
+            if is_dataset_attributes(root):
                 plans.append(self._plan(self.path, "data", root, self.writer.root))
             else:
                 set_json_attrs(self.writer.root, root, skip=("n5",))
@@ -77,7 +77,7 @@ class N5Importer:
     def _walk(self, node: Path, group, plans: list[_Plan]) -> None:
         for child in sorted(p for p in node.iterdir() if p.is_dir() and not p.name.startswith(".")):
             attrs = self.attrs_of(child)
-            if "dimensions" in attrs:
+            if is_dataset_attributes(attrs):  # n5-java's rule: a group may have a dataType
                 plans.append(self._plan(child, child.name, attrs, group))
             else:
                 g = self.writer.add_group(group, child.name)

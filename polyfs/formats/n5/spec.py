@@ -31,6 +31,26 @@ MAX_BLOCK_DIM = 2**32 - 1  # a block header holds each extent as a uint32
 DATASET_KEYS = ("dimensions", "blockSize", "dataType")
 RESERVED = DATASET_KEYS + ("compression", "compressionType")
 N5_KEYS = ("n5",) + DATASET_KEYS + ("compression",)
+# what makes attributes.json a dataset's: n5-java reads a node without both as a group, so a
+# group's own ``dataType`` (BigDataViewer's setup groups) or ``dimensions`` is an attribute
+DATASET_MARKS = ("dimensions", "dataType")
+
+
+def is_dataset_attributes(attrs: Any) -> bool:
+    """True if an ``attributes.json`` (or its names) describes a dataset (n5-java's rule)."""
+    return all(k in attrs for k in DATASET_MARKS)
+
+
+def group_skip(names: Any) -> tuple[str, ...]:
+    """The attribute names of a group (``names``) N5 cannot show as its attributes: the
+    container's version, and the dataset keys when together they would make it a dataset."""
+    return N5_KEYS if is_dataset_attributes(names) else ("n5",)
+
+
+def group_user_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The attributes a group's ``attributes.json`` sets."""
+    skip = group_skip(attrs)
+    return {k: v for k, v in attrs.items() if k not in skip}
 
 # per-axis attributes N5 readers interpret (tensorstore rejects other shapes)
 AXIS_ATTRS = {

@@ -74,7 +74,7 @@ from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT
 from .spec import (HINT_AXIS_ATTRS, HINT_COMPRESSION, HINT_ZLIB, META, N5_KEYS, N5_VERSION, block_header,
-                   compression_for, data_type_name, declared_compression, not_per_axis)
+                   compression_for, data_type_name, declared_compression, group_skip, not_per_axis)
 from ...views.base import DirNode, FileNode, Node, ViewContext
 
 log = logging.getLogger(__name__)
@@ -331,7 +331,7 @@ class N5Domain(hdmf.Hierarchy):
     def group_metadata(self, group: Group, path: str) -> dict[str, Any] | None:
         if is_implicit(group) and path != "/":  # the root: a container has its version (z5py needs it)
             return None
-        attrs = self.group_attributes(group, path, skip=SKIP_ATTRS)
+        attrs = self.group_attributes(group, path, skip=hdmf.RESERVED + group_skip(group.attributes))
         if path == "/":
             attrs["n5"] = N5_VERSION
         return attrs

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ...codecs.pipeline import Pipeline, gzip_to_zlib, strip_crc32c
 from ...errors import CodecError, InvalidInput, UnsupportedType
 from ...model.schema import Dataset, Group
 from ...model import types as T
@@ -27,9 +28,10 @@ from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
 from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILTERS, HINT_PER_SHARD,
-                   HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, META, MISSING, V2_METADATA, KeyEncoding, ShardIndex, Spelling,
-                   array_to_bytes_at, bytes_codecs, decodes_to_itself, fill_json, filter_codecs, is_real_transpose,
-                   non_spec, VLEN_STRING, is_time_type, numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
+                   HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, KeyEncoding,
+                   ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself, fill_json, filter_codecs,
+                   gunzip_members, is_real_transpose, non_spec, transpose_order, VLEN_STRING, is_time_type,
+                   numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
 
 N5_METADATA = "attributes.json"
 TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the view is stored
@@ -110,16 +112,22 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
         inner_codecs = list(cfg.get("codecs") or [])
         index = ShardIndex.from_config(cfg)
     ab = array_to_bytes_at(inner_codecs)
+    if ab is None and any(c.get("name") == "sharding_indexed" for c in inner_codecs):
+        raise UnsupportedType(f"{where}: nested sharding (sharding_indexed inside a shard) cannot be written "
+                              f"through the view (one level of sharding can)")
     if ab is None:
         raise _err(where, "the codec chain has no bytes codec")
     data_type = meta.get("data_type")
     a2a = [c for c in inner_codecs[:ab] if is_real_transpose(c, len(shape))]  # an identity transpose is none
-    other = [str(c.get("name")) for c in a2a if not decodes_to_itself(c, data_type)]
+    order = _transpose(a2a, len(shape), where)
+    other = [str(c.get("name")) for c in a2a if not decodes_to_itself(c, data_type) and order is None]
     if other:
         raise UnsupportedType(f"{where}: array-to-array codec {', '.join(other)} cannot be written through the "
-                              f"view (numcodecs.bitround and numcodecs.quantize can)")
+                              f"view (transpose, numcodecs.bitround and numcodecs.quantize can)")
     head = inner_codecs[ab]
     npdt, dtype, unframe = _element(head, data_type, where)
+    if order is not None and unframe is not None:
+        raise UnsupportedType(f"{where}: a transposed array of text cannot be written through the view")
     chain = bytes_codecs(inner_codecs[ab + 1:], npdt.itemsize)
     if chain.reason:
         raise UnsupportedType(f"{where}: {chain.reason} is not supported")
@@ -138,15 +146,89 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
     # served back as declared: the writer's open handle keeps reading with its own metadata
     hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX, keys).hints())
-    if a2a:  # they decode to their input: the chunks hold the values; shown back as declared
+    if order is not None:  # stored in C order; served in the writer's
+        hints[HINT_TRANSPOSE] = list(order)
+    elif a2a:  # they decode to their input: the chunks hold the values; shown back as declared
         hints[HINT_FILTERS] = a2a
     declared = inner_codecs[ab + 1:len(inner_codecs) - (1 if chain.strip_crc32c else 0)]
     if declared != filter_codecs(chain.filters, npdt.itemsize) or non_spec(declared):  # zstd checksum, numcodecs.*
         hints[HINT_CODECS] = declared
     elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
     attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
-    inc = Incoming(elem, filters, chain.gzip, chain.strip_crc32c, unframe)
-    return ArrayWrite(shape, dtype, chunks, filters, inc, fill, attrs, per, dims, hints, (keys, index, 0))
+    inc = _incoming(elem, filters, chain.gzip, chain.strip_crc32c, unframe)
+    untranspose = None
+    if order is not None:  # chunks_in hands on the elements in C order: plain bytes
+        untranspose, inc = Untransposed(order, chunks, inc), Incoming(elem)
+    return ArrayWrite(shape, dtype, chunks, filters, inc, fill, attrs, per, dims, hints,
+                      (keys, index, 0, untranspose))
+
+
+def _transpose(a2a: list[dict], rank: int, where: str) -> tuple[int, ...] | None:
+    """The permutation of the one ``transpose`` codec of an array (None if it has none)."""
+    named = [c for c in a2a if c.get("name") == "transpose"]
+    if not named:
+        return None
+    if len(a2a) > 1:
+        raise UnsupportedType(f"{where}: a transpose with other array-to-array codecs "
+                              f"({', '.join(str(c.get('name')) for c in a2a)}) cannot be written through the view")
+    order = transpose_order(named[0], rank)
+    if order is None:
+        raise _err(where, f"transpose order {named[0].get('configuration')!r} is no permutation of {rank} "
+                          f"dimensions")
+    return order
+
+
+@dataclass(frozen=True)
+class Untransposed:
+    """A chunk a writer encoded after a ``transpose`` -> its elements in C order (what the
+    store holds; chunks reach ``to_stored`` as plain bytes, encoded there as stored)."""
+
+    order: tuple[int, ...]
+    chunks: tuple[int, ...]
+    writer: Incoming  # the writer's own encoding
+
+    def __call__(self, data: bytes) -> bytes:
+        inc = self.writer
+        if inc.crc32c:
+            data = strip_crc32c(data)
+        if inc.gzip_member:
+            data, _ = gzip_to_zlib(data)
+        nbytes = math.prod(self.chunks) * inc.dtype.itemsize
+        pipe = inc.pipeline()
+        try:
+            raw = data if pipe.is_identity else pipe.decode(data, nbytes)
+        except CodecError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - numcodecs raises plain RuntimeError/ValueError
+            raise CodecError(f"chunk does not decode: {exc}") from None
+        if len(raw) != nbytes:
+            raise CodecError(f"chunk decodes to {len(raw)} bytes; a {list(self.chunks)} chunk needs {nbytes}")
+        arr = np.frombuffer(raw, dtype=inc.dtype).reshape([self.chunks[o] for o in self.order])
+        return np.ascontiguousarray(arr.transpose(np.argsort(self.order))).tobytes()
+
+
+def _incoming(elem: np.dtype, filters: tuple, gzip: bool, crc: bool,
+              unframe: Callable[[bytes, int], bytes] | None) -> Incoming:
+    """How chunks are read. Text behind gzip is gunzipped member by member before its
+    unframing (it is always encoded again): the view serves such chunks as two gzip members,
+    so ``cp -r`` of the view, or zarr-python rewriting one inner chunk of a shard (it sends
+    the others back as it read them), writes them so."""
+    if not (gzip and unframe is not None):
+        return Incoming(elem, filters, gzip, crc, unframe)
+    inner, body = Pipeline(filters[:-1], elem.itemsize), unframe
+
+    def gunzipped(raw: bytes, count: int) -> bytes:
+        data = gunzip_members(raw)
+        if not inner.is_identity:
+            try:
+                data = inner.decode(data)
+            except CodecError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - numcodecs raises plain RuntimeError/ValueError
+                raise CodecError(f"chunk does not decode: {exc}") from None
+        return body(data, count)
+
+    return Incoming(elem, (), False, crc, gunzipped)
 
 
 def _element(head: dict, data_type: Any, where: str) -> tuple[np.dtype, T.DType, Callable[[bytes, int], bytes] | None]:
@@ -196,8 +278,8 @@ class ZarrIngester:
         assert isinstance(got, ArrayWrite)
         inner = element_dims(ds)
         if inner:  # HDF5 array elements: shown as trailing dimensions of one chunk each
-            keys, index, _ = got.layout
-            return replace(got, layout=(keys, index, inner))
+            keys, index, _, untranspose = got.layout
+            return replace(got, layout=(keys, index, inner, untranspose))
         return got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
@@ -212,22 +294,33 @@ class ZarrIngester:
             return shown
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
-        keys, _, inner = decl.layout
+        keys, _, inner, _ = decl.layout
         pos = keys.position(rest, len(decl.shape))
         if pos is None or not decl.shape:
             return None if pos is None else (0,)  # a 0-d array's one file (``c``): the scalar's chunk ``0``
         return dataset_position(pos, inner)
 
     def dir_position(self, rest: list[str], decl: ArrayWrite) -> tuple[list[int], int] | None:
-        keys, _, _ = decl.layout
+        keys, _, _, _ = decl.layout
         want = keys.dir_position(rest, len(decl.shape))
         return None if want is None else (want, 0)
 
     def chunks_in(self, src: ByteSource, decl: ArrayWrite, members: dict[int, tuple[int, ...]],
                   where: str) -> Iterator[WrittenChunk]:
-        _, index, inner = decl.layout
+        _, index, inner, untranspose = decl.layout
         if inner:
             raise element_dims_refused(where)
+        for w in self._chunks_in(src, decl, index, members, where):
+            if untranspose is None:
+                yield w
+                continue
+            try:
+                yield replace(w, data=untranspose(w.data))
+            except CodecError as exc:
+                raise CodecError(f"{where}: chunk {list(w.coords)}: {exc}") from None
+
+    def _chunks_in(self, src: ByteSource, decl: ArrayWrite, index: ShardIndex | None,
+                   members: dict[int, tuple[int, ...]], where: str) -> Iterator[WrittenChunk]:
         size = src.size()
         if index is None:
             if size and 0 in members:

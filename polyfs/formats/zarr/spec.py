@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import math
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,8 @@ SPEC_BYTES_CODECS = ("gzip", "zstd", "blosc", "crc32c")
 _SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
+RAW_BYTES = "raw_bytes"  # zarr-python's numpy "V<n>": HDF5 opaque
+STRUCTURED = "structured"  # zarr-python's numpy structured dtypes: HDF5 compounds
 FIXED_BYTES = "null_terminated_bytes"  # zarr-python's numpy "S<n>": HDF5's null-padded fixed strings
 # zarr-python's numpy datetime64/timedelta64: int64 counts of ``scale_factor`` ``unit``s
 TIME_TYPES = ("numpy.datetime64", "numpy.timedelta64")
@@ -54,15 +57,39 @@ def is_time_type(data_type: Any) -> bool:
     return cfg.get("unit") in _TIME_UNITS and isinstance(scale, int) and not isinstance(scale, bool) and scale > 0
 
 
+def _structured(cfg: Any) -> np.dtype | None:
+    """zarr-python's ``structured`` data type: its fields packed in order, little-endian
+    whatever the ``bytes`` codec says (zarr-python's structured type has no byte order; the
+    view shows an HDF5 compound so)."""
+    fields = cfg.get("fields") if isinstance(cfg, dict) else None
+    if not isinstance(fields, list) or not fields:
+        return None
+    out = []
+    for f in fields:
+        if not (isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and f[0]):
+            return None
+        dt = None if is_time_type(f[1]) else numpy_dtype(f[1], "little")  # time fields: no stored form
+        if dt is None:
+            return None
+        out.append((f[0], dt))
+    try:
+        return np.dtype(out)
+    except (TypeError, ValueError):  # repeated field names
+        return None
+
+
 def numpy_dtype(data_type: Any, endian: str) -> np.dtype | None:
     """The numpy dtype of a core numeric ``data_type`` under a ``bytes`` codec's endian, of
-    ``null_terminated_bytes`` (what the view shows for fixed-length strings), or int64 for
-    a time type (its stored form)."""
+    ``null_terminated_bytes`` (what the view shows for fixed-length strings), ``raw_bytes``
+    (opaque) and ``structured`` (compounds), or int64 for a time type (its stored form)."""
     if is_time_type(data_type):
         return np.dtype(">i8" if endian == "big" else "<i8")
-    if isinstance(data_type, dict) and data_type.get("name") == FIXED_BYTES:
+    if isinstance(data_type, dict) and data_type.get("name") in (FIXED_BYTES, RAW_BYTES):
         n = (data_type.get("configuration") or {}).get("length_bytes")
-        return np.dtype(f"S{n}") if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+        code = "S" if data_type["name"] == FIXED_BYTES else "V"
+        return np.dtype(f"{code}{n}") if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+    if isinstance(data_type, dict) and data_type.get("name") == STRUCTURED:
+        return _structured(data_type.get("configuration"))
     if not isinstance(data_type, str) or data_type not in DTYPES:
         return None
     code = DTYPES[data_type]
@@ -139,6 +166,24 @@ def utf32_body(raw: bytes, count: int, dt: np.dtype) -> bytes:
         raise CodecError(f"fixed_length_utf32 chunk holds U+{int(units[bad][0]):X}, which is no character")
     items = [s.encode("utf-8") for s in np.frombuffer(raw, dtype=dt).tolist()]
     return vlen_utf8(items)[VLEN_COUNT.size:]
+
+
+def gunzip_members(data: bytes) -> bytes:
+    """The bytes of every gzip member of ``data``, each checked (CRC32, size): the view serves
+    a text chunk as two members (its element count, then the stored stream), which gzip
+    readers take as one stream; a writer copying the view's files sends them back so."""
+    out, rest = bytearray(), memoryview(data)
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += d.decompress(rest)
+        except zlib.error as exc:
+            raise CodecError(f"corrupt gzip member: {exc}") from None
+        if not d.eof:
+            raise CodecError("truncated gzip member")
+        rest = memoryview(d.unused_data)
+        if not len(rest):
+            return bytes(out)
 
 
 def utf32_chunk(texts: list[str], dt: np.dtype) -> tuple[bytes, int]:
@@ -238,6 +283,7 @@ HINT_SHAPE = HINT_PREFIX + "shape"  # the shape the last zarr.json written decla
 HINT_KEYS = HINT_PREFIX + "chunk_key_encoding"  # the writer's chunk file names ("." separator, "v2")
 HINT_CODECS = HINT_PREFIX + "codecs"  # the writer's bytes-to-bytes codecs, where spelled otherwise than shown
 HINT_FILTERS = HINT_PREFIX + "filters"  # the writer's array-to-array codecs that decode to their input
+HINT_TRANSPOSE = HINT_PREFIX + "transpose"  # the writer's transpose codec: chunks served in its order
 # groups: the writer consolidated the metadata below it (zarr.consolidate_metadata, xarray's
 # default); the view then serves it, built from the hierarchy as it is at each read
 HINT_CONSOLIDATED = HINT_PREFIX + "consolidated"
@@ -419,12 +465,24 @@ def non_spec(codecs: list[dict]) -> list[str]:
     return [str(c.get("name")) for c in codecs if c.get("name") not in SPEC_BYTES_CODECS]
 
 
+def transpose_order(codec: dict, rank: int) -> tuple[int, ...] | None:
+    """The permutation a ``transpose`` codec applies (a list, or tensorstore's ``"C"``/``"F"``),
+    None if it is none of ``rank`` dimensions."""
+    order = (codec.get("configuration") or {}).get("order")
+    if order == "C":
+        return tuple(range(rank))
+    if order == "F":
+        return tuple(reversed(range(rank)))
+    if not isinstance(order, list) or not all(isinstance(o, int) and not isinstance(o, bool) for o in order):
+        return None
+    return tuple(order) if sorted(order) == list(range(rank)) else None
+
+
 def is_real_transpose(codec: dict, rank: int) -> bool:
     """An array-to-array codec that changes the bytes (an identity transpose does not)."""
     if codec.get("name") != "transpose":
         return True  # an unknown array-to-array codec
-    order = (codec.get("configuration") or {}).get("order")
-    return list(order or []) != list(range(rank))
+    return transpose_order(codec, rank) != tuple(range(rank))
 
 
 # numcodecs filters whose decode hands back its input (the loss is at the encode): chunks under
@@ -460,6 +518,14 @@ def array_to_bytes_at(codecs: list[dict]) -> int | None:
 
 
 # -- fill values -------------------------------------------------------------------------------
+def _element_bytes(fill: Any, size: int) -> bytes:
+    """The bytes of one element spelled as zarr-python spells a bytes-like fill (base64)."""
+    raw = base64.b64decode(fill, validate=True) if isinstance(fill, str) else b""
+    if len(raw) not in (0, size):
+        raise ValueError(f"{len(raw)} bytes are no element of {size}")
+    return raw or bytes(size)
+
+
 def fill_json(fill: Any, dtype: T.DType) -> Any:
     """A Zarr ``fill_value`` as the dataset's HSDS ``fillValue`` (None = zeros); ValueError if it
     does not fit the type."""
@@ -485,8 +551,11 @@ def fill_json(fill: Any, dtype: T.DType) -> Any:
                 raise ValueError(f"{v} is out of range")
             return None if v == 0 else v
         if isinstance(base, T.OpaqueType):
-            b = bytes(int(x) for x in fill) if isinstance(fill, list) else b""
+            b = bytes(int(x) for x in fill) if isinstance(fill, list) else _element_bytes(fill, base.size)
             return None if not any(b) else values.element_to_json(base, b)
+        if isinstance(base, T.CompoundType):  # structured: base64 of the element's (packed) bytes
+            raw = _element_bytes(fill, base.numpy().itemsize)
+            return None if not any(raw) else values.element_to_json(base, np.frombuffer(raw, base.numpy())[0])
         if isinstance(base, T.StringType) and base.length is not None:
             # fixed-length: base64 of the element's bytes (zarr-python's null_terminated_bytes)
             raw = base64.b64decode(fill, validate=True) if isinstance(fill, str) else b""

@@ -72,6 +72,12 @@ Attributes, dimension names and which netCDF datasets are arrays follow
 the netCDF/xarray conventions of cf.py (``xarray.open_zarr`` of a domain
 imported from netCDF gives what ``xarray.open_dataset`` of the file gives).
 
+An array written with a ``transpose`` codec (``spec.HINT_TRANSPOSE``) is stored in C
+order, as every other view reads it, and its chunks are served transposed again and
+compressed as stored (:func:`transposed_recipe`), under the chain its writer declared: the
+writer's open handle reads and updates them (their sizes are measured when first listed,
+unless they are uncompressed).
+
 Trailing dimensions of HDF5 array types (``H5T_ARRAY``) become extra array
 dimensions (one chunk deep); their bytes are identical. Not shown: committed
 datatypes, null dataspaces, region references, variable-length sequences and
@@ -236,6 +242,35 @@ def utf32_recipe(src: cs.ChunkSource, dt: np.dtype) -> tuple[cs.Recipe, list[dic
     return cs.transcoded(t, "variable-length text as fixed_length_utf32"), head
 
 
+def compressed_as_stored(pipe: Pipeline) -> tuple[Any, list[dict]]:
+    """How a transcoded chunk is compressed again as its stored filters are, under the Zarr
+    v3 codecs that read them (``gzip``: a member; else the pipeline's own encode), or left
+    plain (identity, no codec) where Zarr v3 has no codec for them."""
+    codecs = filter_codecs(pipe)
+    if pipe.only(DEFLATE):
+        level = pipe.filters[0].level
+        return (lambda raw: gzip.compress(raw, 6 if level is None else level, mtime=0)), codecs  # noqa: E731
+    if not pipe.is_identity and DEFLATE not in pipe.ids and not pipe.opaque and not spec.non_spec(codecs):
+        return pipe.encode, codecs
+    return cs.identity, []
+
+
+def transposed_recipe(src: cs.ChunkSource, chunk: tuple[int, ...], order: tuple[int, ...],
+                      head: list[dict]) -> tuple[cs.Recipe, list[dict]]:
+    """Chunks served in the order of the ``transpose`` codec their writer declared (stored in
+    C order), compressed as stored: its open handle reads and updates them with its own chain."""
+    element = np.dtype(f"V{src.pipeline.itemsize}")
+    encode, codecs = compressed_as_stored(src.pipeline)
+
+    def run(raw: bytes) -> bytes:
+        return np.ascontiguousarray(np.frombuffer(raw, dtype=element).reshape(chunk).transpose(order)).tobytes()
+
+    length = src.raw_nbytes if encode is cs.identity else None
+    t = cs.Transcoding(("zarr-transpose", order), encode, run, length)
+    transpose = {"name": "transpose", "configuration": {"order": list(order)}}
+    return cs.transcoded(t, "transposed as its writer declared"), [transpose] + head + codecs
+
+
 def space_to_null(length: int):
     """Chunk bytes of space-padded strings with their padding as NULs (what HDF5 gives
     a reader of a null-padded string: the same text)."""
@@ -307,12 +342,17 @@ class ArrayPlan:
 
     @cached_property
     def recipe_codecs(self) -> tuple[cs.Recipe, list[dict]]:
-        if self.utf32 is not None:
-            recipe, codecs = utf32_recipe(self.src, self.utf32)
+        if self.transpose is not None:
+            recipe, codecs = transposed_recipe(self.src, self.chunk_shape, self.transpose,
+                                               [plain_bytes_codec(self.zt)])
+            codecs = self.declared_spelling(codecs)
         else:
-            recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
-        recipe, codecs = self.declared_chain(recipe, codecs)
-        codecs = self.declared_filters() + codecs
+            if self.utf32 is not None:
+                recipe, codecs = utf32_recipe(self.src, self.utf32)
+            else:
+                recipe, codecs = choose_recipe(self.zt, self.src, self.paths, self.ctx.options.zarr_numcodecs)
+            recipe, codecs = self.declared_chain(recipe, codecs)
+            codecs = self.declared_filters() + codecs
         if self.spelling.crc32c:  # the writer's crc32c: a computed trailer after each served chunk
             return recipe.checksummed(), codecs + [dict(spec.CRC32C_CODEC)]
         return recipe, codecs
@@ -345,6 +385,35 @@ class ArrayPlan:
         if not plain or self.utf32 is not None or pipe.opaque:
             return recipe, codecs
         return (cs.gzip_spliced() if chain.gzip else cs.stored()), [plain_bytes_codec(self.zt)] + declared
+
+    @cached_property
+    def transpose(self) -> tuple[int, ...] | None:
+        """The order of the ``transpose`` codec the array's writer declared (its chunks are
+        served so), if it still fits the array."""
+        order = self.hints.get(spec.HINT_TRANSPOSE)
+        if not isinstance(order, list) or self.zt.kind != "fixed" or self.zt.needs_swap or self.zt.space_padded \
+                or self.zt.inner or not self.chunk_shape:
+            return None
+        return spec.transpose_order({"configuration": {"order": order}}, len(self.chunk_shape))
+
+    def declared_spelling(self, codecs: list[dict]) -> list[dict]:
+        """``codecs`` (a transcoded chain: array-to-array codecs, ``bytes``, then the codecs of
+        the stored filters) with those last spelled as the writer declared them, when they
+        read the same bytes."""
+        declared = self.hints.get(spec.HINT_CODECS)
+        at = spec.array_to_bytes_at(codecs)
+        if not isinstance(declared, list) or not all(isinstance(c, dict) for c in declared) or at is None:
+            return codecs
+        shown = codecs[at + 1:]
+        try:
+            chain = spec.bytes_codecs(declared, self.src.pipeline.itemsize)
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            return codecs
+        same = [SAME_BYTES.get(c.get("name"), c.get("name")) for c in declared] == [c.get("name") for c in shown]
+        if chain.reason or chain.strip_crc32c or not same or \
+                spec.filter_codecs(chain.filters, self.src.pipeline.itemsize) != shown:
+            return codecs
+        return codecs[:at + 1] + declared
 
     def declared_filters(self) -> list[dict]:
         """The array-to-array codecs the writer declared that decode to their input
