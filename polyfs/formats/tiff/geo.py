@@ -110,3 +110,33 @@ def geo_tags(ds: Dataset) -> tuple[tuple[str, Any], ...]:
         else:
             out.append((g.name, arr))
     return tuple(out)
+
+
+def gdal_nodata(text: Any, np_dtype: np.dtype) -> Any:
+    """GDAL's nodata value (the ``GDAL_NODATA`` text) as an element of ``np_dtype``, read as GDAL
+    reads it; None when it is no value of that type. tifffile refuses ``-3.4028234663852886e+38``
+    (``-FLT_MAX``, ESRI's nodata for float rasters) for float32 samples; GDAL takes it, and fills
+    unwritten blocks with a float beyond the type's range clamped to its largest (GDALCopyWords)."""
+    if isinstance(text, bytes):
+        text = text.decode("latin-1")
+    if not isinstance(text, str):
+        return None
+    s = text.strip().strip("\0").strip()
+    dt = np.dtype(np_dtype).newbyteorder("=")
+    try:
+        if dt.kind == "f":
+            v = float(s)
+            top = float(np.finfo(dt).max)
+            return dt.type(math.copysign(top, v) if math.isfinite(v) and abs(v) > top else v)
+        if dt.kind in "iub":
+            f = float(s)
+            if not math.isfinite(f) or f != int(f):
+                return None
+            v = int(s) if s.lstrip("+-").isdigit() else int(f)  # exact for 64-bit integers
+            info = np.iinfo(np.uint8 if dt.kind == "b" else dt)
+            if not info.min <= v <= (1 if dt.kind == "b" else info.max):
+                return None
+            return dt.type(v)
+    except (ValueError, OverflowError):
+        return None
+    return None

@@ -44,7 +44,7 @@ from ...model.jsonattrs import json_attribute
 from ...codecs.sniff import zstd_has_content_size
 from .described import descriptive_attributes
 from .dropped import IMAGEJ_NOT_KEPT, say_tags_dropped
-from .geo import geo_attributes
+from .geo import gdal_nodata, geo_attributes
 
 log = logging.getLogger(__name__)
 
@@ -614,11 +614,9 @@ def ome_pixel_sizes(tif, series, axes: str) -> dict[str, tuple[T.DType, Shape, A
 def missing_value(key: Any, np_dtype: np.dtype) -> Any:
     """What a segment the file never wrote (byte count 0: GDAL's ``SPARSE_OK``) holds: the page's
     nodata value (``GDAL_NODATA``), else 0, as GDAL and tifffile read it."""
-    v = getattr(key, "nodata", 0) if np_dtype.kind in "biuf" else 0
-    try:
-        return np.array(v).astype(np_dtype.newbyteorder("="))[()]
-    except (TypeError, ValueError, OverflowError):
-        return np_dtype.newbyteorder("=").type(0)
+    tags = key.tags if hasattr(key, "tags") else {}
+    v = gdal_nodata(tags[42113].value, np_dtype) if 42113 in tags else None
+    return np_dtype.newbyteorder("=").type(0) if v is None else v
 
 
 def nodata_fill(key: Any, dtype: T.DType, np_dtype: np.dtype) -> Any:

@@ -17,7 +17,12 @@ uncompressed sources (read by range, never whole). Tile dims per plane axis:
 the chunk dim if it is a multiple of 16; else one tile across the whole axis
 if it is short; else ``k * chunk`` (the smallest multiple of 16 made of whole
 chunks) up to :data:`MAX_TILE`; else the chunk dim rounded up to 16, where
-tiles straddle chunk edges and a chunk is decoded by up to 4 groups.
+tiles straddle chunk edges and a chunk is decoded by up to 4 groups. Samples in
+separate planes never get a tile wider than the image (16 or more wide): the
+width rounded down to 16 instead (libtiff's ``tiffcp`` cannot copy such planes).
+Uncompressed transcoded tiles that are not one chunk's plane are a whole number of
+KiB (taller by up to 48 rows): libtiff's RGBA reader refuses others in a file it
+cannot map (:func:`_kib_rows`).
 Tiles are stored uncompressed by default (``tiff_deflate_level`` 0,
 Compression=1): their sizes are known from the shape, so a stat costs nothing
 and a first read only decodes; a group that is one chunk's planes is the
@@ -95,6 +100,17 @@ def tile_axis(n: int, c: int) -> int:
     if k * c <= MAX_TILE:
         return k * c
     return _round16(c)
+
+
+def _kib_rows(ty: int, row_bytes: int) -> int:
+    """Tile rows (a multiple of 16) making an uncompressed tile a whole number of KiB. libtiff
+    reading a file it cannot map (``mmap`` is refused in a domain written through the mount)
+    rounds its buffer up to 1 KiB and then refuses an uncompressed tile of any other size for
+    ``TIFFReadRGBATile`` ("Invalid tile byte count ... Expected 379392, got 379904": tiff2rgba,
+    OpenCV). ``row_bytes`` is a multiple of 16, so 64 rows always do."""
+    while (ty * row_bytes) % 1024:
+        ty += 16
+    return ty
 
 
 @dataclass
@@ -267,6 +283,12 @@ class TranscodePlan:
         shape = self.r.shape
         ty = tile_axis(shape[-2], self.r.chunks[-2])
         tx = tile_axis(shape[-1], self.r.chunks[-1])
+        if self.r.planes > 1 and tx > shape[-1] >= 16:
+            # libtiff's tiffcp (and any tool on its readSeparateTilesIntoBuffer) refuses separate
+            # planes whose tile is wider than the image: "image raster scan line size is too large"
+            tx = shape[-1] // 16 * 16
+        if self.level == 0 and (ty, tx) != tuple(self.r.chunks[-2:]):  # a tile that is a chunk stays one
+            ty = _kib_rows(ty, tx * r.pixel.itemsize)
         self.geo = Geometry(shape, self.r.chunks, self.r.grid, (ty, tx))
         lead_chunks = self.r.chunks[:-2]
         self.block = tuple(1 for _ in lead_chunks) if self.pipe.is_identity else tuple(lead_chunks)

@@ -99,7 +99,7 @@ def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str,
 
 
 def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:
-    """``tiff/<stem>/``: a directory per group that holds images, a ``.tif`` per image."""
+    """``tiff/<stem>/``: a directory per group that holds images (or nothing), a ``.tif`` per image."""
     return DirNode(name, lambda: _tree(model, ctx), mtime=model.domain.last_modified or None)
 
 
@@ -122,8 +122,21 @@ def _tree(model: DomainModel, ctx: ViewContext) -> dict[str, Node]:
             return
         d[leaf] = node
 
+    def place_dir(path: str) -> None:
+        """An empty group (made by ``mkdir``, or left by ``rm`` of its images) is a directory, as
+        in the other views: else ``rm -r`` of a group's directory after a remount removed its
+        files, then its ``rmdir`` found no directory (ENOENT) and the empty group stayed."""
+        d = root
+        for part in [p for p in path.split("/") if p]:
+            sub = d.setdefault(part, {})
+            if not isinstance(sub, dict):
+                return
+            d = sub
+
     for e in model.walk():
         ds = e.obj
+        if isinstance(ds, Group) and not ds.links and e.path.strip("/"):
+            place_dir(e.path)
         if not isinstance(ds, Dataset) or not image_like(ds):
             continue
         if cs.left_out("tiff", f"{model.path}{e.path}", ds, ctx, log):
