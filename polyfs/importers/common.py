@@ -257,7 +257,7 @@ def padded(ds: Dataset, part: np.ndarray) -> np.ndarray:
     if tuple(part.shape) == tuple(ds.chunks):
         return part
     block = values.fill_array(ds.type, ds.fill_value, ds.chunks)
-    block[tuple(slice(0, s) for s in part.shape)] = part
+    values.put(block, part, tuple(slice(0, s) for s in part.shape))  # complex record fields: both parts
     return block
 
 
@@ -389,7 +389,7 @@ def _only_fill(ds: Dataset, block: np.ndarray) -> bool:
         return False
     fill = values.fill_array(ds.type, ds.fill_value, ()).tobytes()
     dt = ds.type.numpy()
-    raw = np.ascontiguousarray(block, dtype=dt.subdtype[0] if dt.subdtype else dt).tobytes()
+    raw = values.as_layout(block, dt.subdtype[0] if dt.subdtype else dt).tobytes()
     return raw == fill * (len(raw) // max(1, len(fill)))
 
 

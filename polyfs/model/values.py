@@ -336,11 +336,38 @@ def as_layout(arr: Any, dt: np.dtype) -> np.ndarray:
     dt = np.dtype(dt)
     if arr.dtype.kind == "c" and dt.names is not None and len(dt.names) == 2:
         arr = complex_pairs(arr)
+    if arr.dtype != dt and _splits_complex(arr.dtype, dt):
+        out = np.zeros(arr.shape, dtype=dt)  # field by field: a complex field needs its two parts
+        for a, d in zip(arr.dtype.names, dt.names):  # type: ignore[arg-type]
+            out[d] = as_layout(arr[a], dt[d].base)
+        return out
     if arr.dtype == dt or not has_gaps(dt):
         return np.ascontiguousarray(arr, dtype=dt)
     out = np.zeros(arr.shape, dtype=dt)
     out[...] = arr
     return out
+
+
+def put(block: np.ndarray, part: Any, at: Any = ...) -> None:
+    """``block[at] = part``; records are converted with :func:`as_layout` first, so their
+    complex fields keep both parts (numpy's record assignment would not)."""
+    part = np.asarray(part)
+    if part.dtype.names is not None and block.dtype.names is not None:
+        part = as_layout(part, block.dtype)
+    block[at] = part
+
+
+def _splits_complex(src: np.dtype, dt: np.dtype) -> bool:
+    """Whether records of ``src`` going into ``dt`` (fields by position) hold a complex
+    field that ``dt`` spells as an ``{r, i}`` compound, at any depth: numpy's own record
+    assignment would then put the real part in both fields."""
+    if src.names is None or dt.names is None or len(src.names) != len(dt.names):
+        return False
+    for a, d in zip(src.names, dt.names):
+        s, t = src[a].base, dt[d].base
+        if (s.kind == "c" and t.names is not None) or _splits_complex(s, t):
+            return True
+    return False
 
 
 def complex_pairs(arr: np.ndarray) -> np.ndarray:

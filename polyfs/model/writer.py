@@ -317,7 +317,7 @@ def iter_chunks(ds: Dataset, data: np.ndarray) -> Iterable[tuple[tuple[int, ...]
             yield coords, part
         else:
             block = fill.copy()
-            block[tuple(slice(0, s) for s in part.shape)] = part
+            values.put(block, part, tuple(slice(0, s) for s in part.shape))
             yield coords, block
 
 

@@ -323,7 +323,8 @@ class ZarrType:
     """How a dataset's elements look in Zarr v3 (zarr-python 3.1 spellings).
 
     ``kind``: ``fixed`` (chunk bytes are the array bytes), ``vlen`` (HSDS
-    variable-length strings, served through the ``vlen-utf8`` codec) or
+    variable-length strings, served through the ``vlen-utf8`` codec, or byte sequences,
+    zarr-python's ``variable_length_bytes``, through ``vlen-bytes``: the same framing) or
     ``reference`` (object references, served as JSON text in ``string``).
     ``inner`` are trailing dimensions an HDF5 array type adds to the shape;
     ``stored``/``served`` are the numpy element layouts of the stored bytes
@@ -339,6 +340,7 @@ class ZarrType:
     stored: np.dtype | None = None
     served: np.dtype | None = None
     space_padded: bool = False  # fixed strings whose trailing spaces are padding (served as NULs)
+    vlen_codec: str = "vlen-utf8"  # the array-to-bytes codec of a ``vlen`` kind
 
     @property
     def needs_swap(self) -> bool:
@@ -374,6 +376,9 @@ def _field_type(t: DType) -> tuple[Any, np.dtype]:
         return {"name": "null_terminated_bytes", "configuration": {"length_bytes": t.length}}, t.numpy()
     if isinstance(t, OpaqueType):
         return {"name": "raw_bytes", "configuration": {"length_bytes": t.size}}, t.numpy()
+    if isinstance(t, CompoundType) and complex_name(t) is not None:
+        # Zarr's complex field; served as the same bytes, little-endian (the {r, i} layout of them)
+        return complex_name(t), np.dtype([(n, ft.numpy().newbyteorder("<")) for n, ft in t.fields])
     if isinstance(t, CompoundType):
         fields = [(n, _field_type(ft)) for n, ft in t.fields]
         return ({"name": "structured", "configuration": {"fields": [[n, j] for n, (j, _) in fields]}},
@@ -430,13 +435,32 @@ def zarr_type(t: DType) -> ZarrType:
             raise UnsupportedType("compound types with variable-length or reference fields have no Zarr form")
         data_type, served = _field_type(t)
         return ZarrType(data_type, "fixed", None, inner, t.numpy(), served)
+    if is_byte_sequence(t) and not inner:
+        return ZarrType(VLEN_BYTES, "vlen", None, vlen_codec="vlen-bytes")
     raise UnsupportedType(f"{type(t).__name__} datasets have no Zarr form")
+
+
+VLEN_BYTES = "variable_length_bytes"
+
+
+def is_byte_sequence(t: DType) -> bool:
+    """A variable-length sequence of unsigned bytes (h5py's ``vlen_dtype(uint8)``,
+    zarr-python's ``variable_length_bytes``): its HSDS chunk framing (a 32-bit length, then
+    the bytes, per element) is numcodecs' ``vlen-bytes`` past the element count."""
+    t = resolved(t)
+    if not isinstance(t, VlenType):
+        return False
+    base = resolved(t.base)
+    return isinstance(base, IntType) and base.size == 1 and not base.signed
 
 
 def zarr_fill(zt: ZarrType, t: DType, fill_json: Any) -> Any:
     """The Zarr v3 ``fill_value`` for a dataset's fill value (JSON as HSDS stores it)."""
     if zt.kind == "reference":
         return ""
+    if zt.kind == "vlen" and zt.data_type == VLEN_BYTES:
+        raw = b"" if fill_json is None else np.asarray(values.element_from_json(t, fill_json), np.uint8).tobytes()
+        return base64.standard_b64encode(raw).decode("ascii")
     if zt.kind == "vlen":
         if fill_json is None:
             return ""

@@ -113,9 +113,9 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
     arr = np.frombuffer(raw, dtype=inc.dtype).reshape(dims)
     if dims != full:
         block = values.fill_array(ds.type, ds.fill_value, full)
-        block[tuple(slice(0, s) for s in dims)] = arr
+        values.put(block, arr, tuple(slice(0, s) for s in dims))
         arr = block
-    out = np.ascontiguousarray(arr, dtype=dt).tobytes()
+    out = values.as_layout(arr, dt).tobytes()  # complex record fields: both parts
     if old is not None and stored.opaque:
         try:
             if stored.decode(old, len(out)) == out:

@@ -9,8 +9,9 @@ numbers as two of those, integers and booleans as JSON; every other
 attribute is taken as it is. So the view:
 
 - spells ``_FillValue`` of every array that way (any domain: it is CF's name), and
-  leaves it out of variable-length string arrays (xarray fails on any value there;
-  the store keeps it);
+  leaves it out of arrays of any other type (text, fixed-length bytes such as netCDF
+  ``char`` variables, variable-length bytes, structured, opaque: xarray fails on any
+  value there, for the whole group; the store keeps it);
 - in a **netCDF-4 domain** (``_NCProperties`` on the root, or netCDF's
   dimension bookkeeping on a dataset) shows what netCDF-4 shows: the
   dimension-scale and netCDF-internal attributes (:data:`NC_HIDDEN`) are left
@@ -149,6 +150,14 @@ def fill_attribute(value: Any, zt: hdmf.ZarrType) -> Any:
     return value
 
 
+def xarray_decodes_fill(zt: hdmf.ZarrType) -> bool:
+    """Whether xarray's ``FillValueCoder.decode`` reads a ``_FillValue`` of this data type:
+    numbers and booleans only (any value of a text, bytes, structured or opaque array raises,
+    and so fails ``open_zarr`` of the group it is in; xarray fails so on its own such arrays)."""
+    name = zt.data_type if isinstance(zt.data_type, str) else ""
+    return name.startswith(("float", "complex", "int", "uint", "bool"))
+
+
 def _float_b64(x: Any) -> float | None:
     """A float spelled as xarray's FillValueCoder spells it (base64 of a little-endian float64)."""
     if not isinstance(x, str):
@@ -216,8 +225,8 @@ class Conventions:
     def array(self, attrs: dict[str, Any], zt: hdmf.ZarrType | None,
               dims_from_attribute: bool) -> dict[str, Any]:
         out = self._common(attrs)
-        if FILL in out and zt is not None and zt.kind == "vlen":
-            del out[FILL]  # xarray's FillValueCoder refuses every _FillValue of a v3 string array
+        if FILL in out and zt is not None and not xarray_decodes_fill(zt):
+            del out[FILL]  # xarray's FillValueCoder refuses it: open_zarr of the whole group would fail
         elif FILL in out and zt is not None:
             out[FILL] = fill_attribute(out[FILL], zt)
         if dims_from_attribute:

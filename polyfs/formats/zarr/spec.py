@@ -565,6 +565,9 @@ def fill_json(fill: Any, dtype: T.DType) -> Any:
             return values.element_to_json(base, raw) if raw else None
         if isinstance(base, T.StringType):
             return fill if fill else None
+        if isinstance(base, T.VlenType):  # variable_length_bytes: base64 of the bytes
+            raw = base64.b64decode(fill, validate=True) if isinstance(fill, str) else bytes(fill)
+            return list(raw) if raw else None
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"fill_value {fill!r} does not fit {base}: {exc}") from None
     return None

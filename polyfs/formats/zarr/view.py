@@ -80,7 +80,8 @@ unless they are uncompressed).
 
 Trailing dimensions of HDF5 array types (``H5T_ARRAY``) become extra array
 dimensions (one chunk deep); their bytes are identical. Not shown: committed
-datatypes, null dataspaces, region references, variable-length sequences and
+datatypes, null dataspaces, region references, variable-length sequences (but those of
+unsigned bytes: ``variable_length_bytes`` through ``vlen-bytes``, read-only) and
 compounds holding variable-length or reference fields (logged).
 """
 from __future__ import annotations
@@ -150,7 +151,7 @@ SAME_BYTES = {"numcodecs.zstd": "zstd", "numcodecs.gzip": "gzip", "numcodecs.blo
 
 def plain_bytes_codec(zt: hdmf.ZarrType) -> dict:
     if zt.kind in ("vlen", "reference"):
-        return {"name": "vlen-utf8", "configuration": {}}
+        return {"name": zt.vlen_codec, "configuration": {}}
     if zt.endian is None:
         return {"name": "bytes"}
     return {"name": "bytes", "configuration": {"endian": zt.endian}}
@@ -479,7 +480,7 @@ class ArrayPlan:
     @cached_property
     def utf32(self) -> np.dtype | None:
         """The ``<U<n>`` a writer declared for this text array (served as such), else None."""
-        if self.zt.kind != "vlen":
+        if self.zt.kind != "vlen" or self.zt.data_type != spec.VLEN_STRING:
             return None
         return spec.utf32_dtype(self.hints.get(spec.HINT_DATA_TYPE), "little")
 
