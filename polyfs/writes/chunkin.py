@@ -25,6 +25,7 @@ from ..codecs.sniff import zstd_has_content_size
 from ..model import values
 from ..model.schema import Dataset
 from ..model.types import StringType, resolved
+from ..views import hdmf
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,12 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
 
 def _unframed(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: tuple[int, ...],
               full: tuple[int, ...]) -> bytes:
-    """A chunk of text in the writer's framing, stored as variable-length strings. Always
-    decoded and encoded again: the stored encoding has no framing of its own to keep."""
+    """A chunk of text (or of byte strings) in the writer's framing, stored as variable-length
+    strings (sequences of bytes). Always decoded and encoded again: the stored encoding has no
+    framing of its own to keep."""
     t = resolved(ds.type)
-    if not (isinstance(t, StringType) and t.is_vlen):
-        raise UnsupportedType(f"text chunks cannot be written into a dataset of {ds.type.to_json()}")
+    if not ((isinstance(t, StringType) and t.is_vlen) or hdmf.is_byte_sequence(t)):
+        raise UnsupportedType(f"variable-length chunks cannot be written into a dataset of {ds.type.to_json()}")
     if dims != full:
         raise InvalidInput(f"a chunk of text must be a whole {list(full)} chunk")
     pipe = inc.pipeline()

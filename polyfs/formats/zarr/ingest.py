@@ -30,11 +30,13 @@ from . import cf
 from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILTERS, HINT_PER_SHARD,
                    HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, KeyEncoding,
                    ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself, fill_json, filter_codecs,
-                   gunzip_members, is_real_transpose, non_spec, transpose_order, VLEN_STRING, is_time_type,
+                   gunzip_members, is_real_transpose, non_spec, transpose_order, VLEN_STRING, is_time_type, vlen_bytes_body,
                    numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
 
 N5_METADATA = "attributes.json"
 TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the view is stored
+BYTE_SEQUENCE = T.VlenType(T.IntType(1, False))  # variable_length_bytes, as HSDS stores h5py's vlen uint8
+VLEN_BYTES_TYPES = ("variable_length_bytes", "bytes")  # zarr-python's name, and the v3 spec's
 
 
 def _err(where: str, cause: object) -> InvalidInput:
@@ -237,6 +239,10 @@ def _element(head: dict, data_type: Any, where: str) -> tuple[np.dtype, T.DType,
         if data_type != VLEN_STRING:
             raise UnsupportedType(f"{where}: vlen-utf8 holds data_type 'string', not {data_type!r}")
         return np.dtype("u1"), TEXT, vlen_utf8_body
+    if head["name"] == "vlen-bytes":
+        if data_type not in VLEN_BYTES_TYPES:
+            raise UnsupportedType(f"{where}: vlen-bytes holds data_type 'variable_length_bytes', not {data_type!r}")
+        return np.dtype("u1"), BYTE_SEQUENCE, vlen_bytes_body
     if head["name"] not in ("bytes", "endian"):
         raise UnsupportedType(f"{where}: {head['name']} arrays cannot be written through the view")
     endian = (head.get("configuration") or {}).get("endian", "little")

@@ -121,27 +121,38 @@ def vlen_utf8_body(raw: bytes, count: int) -> bytes:
     """The stored (HSDS) form of a decoded vlen-utf8 chunk of ``count`` elements: its bytes
     after the element count, once every element is proven to lie inside the chunk and to be
     UTF-8 text (CodecError naming what is wrong)."""
+    return _vlen_body(raw, count, "vlen-utf8")
+
+
+def vlen_bytes_body(raw: bytes, count: int) -> bytes:
+    """As :func:`vlen_utf8_body`, for a vlen-bytes chunk (elements of any bytes): the same
+    framing, which HSDS stores for sequences of unsigned bytes too."""
+    return _vlen_body(raw, count, "vlen-bytes")
+
+
+def _vlen_body(raw: bytes, count: int, codec: str) -> bytes:
     view = memoryview(raw)
     if len(view) < VLEN_COUNT.size:
-        raise CodecError(f"vlen-utf8 chunk of {len(view)} bytes has no element count")
+        raise CodecError(f"{codec} chunk of {len(view)} bytes has no element count")
     n = VLEN_COUNT.unpack(view[:VLEN_COUNT.size])["count"]
     if n != count:
-        raise CodecError(f"vlen-utf8 chunk holds {n} elements; a chunk of this array holds {count}")
+        raise CodecError(f"{codec} chunk holds {n} elements; a chunk of this array holds {count}")
     pos = VLEN_COUNT.size
     for i in range(n):
         if pos + VLEN_COUNT.size > len(view):
-            raise CodecError(f"vlen-utf8 chunk is truncated at element {i}")
+            raise CodecError(f"{codec} chunk is truncated at element {i}")
         size = VLEN_COUNT.unpack(view[pos:pos + VLEN_COUNT.size])["count"]
         pos += VLEN_COUNT.size
         if pos + size > len(view):
-            raise CodecError(f"vlen-utf8 element {i} overruns its chunk")
-        try:
-            str(view[pos:pos + size], "utf-8")
-        except UnicodeDecodeError as exc:
-            raise CodecError(f"vlen-utf8 element {i} is not UTF-8 text ({exc.reason})") from None
+            raise CodecError(f"{codec} element {i} overruns its chunk")
+        if codec == "vlen-utf8":
+            try:
+                str(view[pos:pos + size], "utf-8")
+            except UnicodeDecodeError as exc:
+                raise CodecError(f"vlen-utf8 element {i} is not UTF-8 text ({exc.reason})") from None
         pos += size
     if pos != len(view):
-        raise CodecError(f"vlen-utf8 chunk has {len(view) - pos} bytes after its last element")
+        raise CodecError(f"{codec} chunk has {len(view) - pos} bytes after its last element")
     return bytes(view[VLEN_COUNT.size:])
 
 
