@@ -14,6 +14,11 @@ from .registry import BLOSC, Filter
 HEAD_BYTES = 16  # enough for every check below
 
 
+# a frame's compressor *format* (flags >> 5: blosclz, lz4/lz4hc, snappy, zlib, zstd) -> its compressor
+# code (blosc_compname, HDF5 cd_values[6]: blosclz 0, lz4 1, lz4hc 2, snappy 3, zlib 4, zstd 5)
+_FORMAT_TO_COMPCODE = {0: 0, 1: 1, 2: 3, 3: 4, 4: 5}
+
+
 def blosc_header(head: bytes, size: int | None = None) -> dict | None:
     """Parse a Blosc 1.x frame header, or None if ``head`` is not one."""
     if len(head) < 16 or head[0] not in (1, 2) or head[1] == 0:
@@ -25,7 +30,8 @@ def blosc_header(head: bytes, size: int | None = None) -> dict | None:
     if nbytes and blocksize > max(nbytes, 1) * 2:
         return None
     return {"flags": flags, "typesize": typesize, "nbytes": nbytes, "cbytes": cbytes,
-            "shuffle": 2 if flags & 0x04 else (1 if flags & 0x01 else 0), "compcode": flags >> 5}
+            "shuffle": 2 if flags & 0x04 else (1 if flags & 0x01 else 0),
+            "compcode": _FORMAT_TO_COMPCODE.get(flags >> 5, 0)}
 
 
 def sniff(head: bytes, size: int | None = None) -> str | None:

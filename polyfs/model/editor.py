@@ -26,6 +26,7 @@ import numpy as np
 
 from ..codecs.pipeline import Pipeline, adler32_of_zlib
 from ..codecs.registry import DEFLATE, Filter
+from ..codecs.sniff import HEAD_BYTES, sniff
 from ..errors import AlreadyExists, InvalidInput, NotFound, NotPermitted, PolyfsError, PreconditionFailed
 from . import ids, keys, limits
 from .catalog import Catalog
@@ -412,8 +413,8 @@ class DomainEditor:
         for coords, data in items:
             linear = int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid))
             sizes[linear] = len(data)
-            if deflate:
-                crc = known.get(tuple(int(c) for c in coords))
+            if deflate and sniff(bytes(data[:HEAD_BYTES]), len(data)) != "blosc":  # HSDS's "gzip": blosc
+                crc = known.get(tuple(int(c) for c in coords))  # frames, served as blosc: no gzip member
                 table.append((linear, adler32_of_zlib(data), zlib.crc32(zlib.decompress(data)) if crc is None else crc))
         if table:  # the new entries beside the old ones first: a crash mid-way leaves a table for either
             self.catalog.save_crcs(ds.id, table, keep_old=True, grid=grid)

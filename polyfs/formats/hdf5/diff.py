@@ -621,9 +621,10 @@ class DocumentDiff:
                 new = to_stored(ds, pipe, inc, data, crc=crc)
             except (PolyfsError, ValueError, TypeError, OSError) as exc:
                 raise failed(coords, exc) from None
-            if new is not data:
+            if new is not data and new != data:  # uncompressed chunks come back as equal copies
                 return _const(new)
-            # stored as written: read again at commit (never held), and only if still these bytes
+            # stored as written: read again at commit (never held, so an r+ session rewriting a
+            # large uncompressed file keeps no copy of it), and only if still these bytes
             fetch = functools.partial(self._read_again, at, what, coords, zlib.crc32(data))
             return KnownChunk(fetch, crc[0]) if crc else fetch
 
@@ -668,7 +669,7 @@ class DocumentDiff:
         arr = np.asarray(self.imp._read(d, ds.type)(region))
         block = values.fill_array(ds.type, ds.fill_value, tuple(ds.chunks) if dims else ())
         if dims:
-            block[tuple(slice(0, s) for s in arr.shape[:len(ds.chunks)])] = arr
+            values.put(block, arr, tuple(slice(0, s) for s in arr.shape[:len(ds.chunks)]))
         else:
             block = scalar_block(ds, arr)
         if ds.type.is_vlen:

@@ -163,12 +163,17 @@ def layout_contiguous(data: AddrKey | None, size: int) -> Message:
     return Message(MSG_LAYOUT, body)
 
 
-# Filters HDF5 must be allowed to skip for a chunk: the blosc filter (hdf5-blosc, hdf5plugin,
-# netCDF's) gives up on a chunk it cannot shrink (incompressible data, or under blosc's 128-byte
-# minimum) and relies on being optional, as h5py makes every plugin filter. Served mandatory,
-# every write of such a chunk through the view failed at flush ("filter returned failure").
+# The plugin filters of the table are served optional, as h5py, hdf5plugin and netCDF-C write
+# them (H5Z_FLAG_OPTIONAL); their flag is not stored (HSDS's filter dicts have none).
+# - blosc (hdf5-blosc, hdf5plugin, netCDF's) gives up on a chunk it cannot shrink (incompressible
+#   data, or under blosc's 128-byte minimum): served mandatory, every write of such a chunk
+#   through the view failed at flush ("filter returned failure").
+# - libhdf5 refuses to write a dataset whose *mandatory* filter is not registered yet, and a
+#   filter HDF5 would load from HDF5_PLUGIN_PATH is not (only reads load it): h5py "r+" on a
+#   zstd array made through zarr/ failed ("required filter 32015 is not registered") unless the
+#   writer had imported hdf5plugin, where the same write to an h5py-made file works.
 # A chunk HDF5 then writes unfiltered (its filter mask) is encoded again at commit (diff.py).
-MAY_SKIP = frozenset({BLOSC})
+MAY_SKIP = frozenset({BLOSC, ZSTD, BZIP2})
 
 
 def filter_pipeline(filters: Sequence[Filter]) -> Message:

@@ -647,7 +647,7 @@ def scalar_block(ds: Dataset, arr: np.ndarray) -> np.ndarray:
     block = values.fill_array(ds.type, ds.fill_value, ())
     arr = complex_as_pairs(np.asarray(arr))
     if block.shape and arr.shape == block.shape:
-        block[...] = arr
+        values.put(block, arr)
     else:
         block[()] = arr.reshape(())[()]
     return block
