@@ -2,17 +2,24 @@
 
 A node is identified by its path in the mount; the table hands out an inode
 number the first time a path is looked up and forgets it when the kernel has
-forgotten every lookup (so a million N5 block files do not pin memory).
+forgotten every lookup (so a million N5 block files do not pin memory). The
+number a path had is given back to it when it is looked up again soon after
+(the last RECENT forgotten paths): a write's commit makes the kernel drop the
+domain's names, and a tool that checks a directory is the same between ``lstat``
+and ``open`` (``shutil.rmtree``: "Cannot call rmtree on a symbolic link") must
+not see it renumbered in between. Numbers are never handed to another path.
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..errors import NotFound
 from ..views.base import Node
 
 ROOT_INODE = 1
+RECENT = 65536  # forgotten paths whose inode numbers are kept for them
 
 
 @dataclass
@@ -38,6 +45,7 @@ class InodeTable:
         self._by_ino: dict[int, InodeEntry] = {ROOT_INODE: InodeEntry(ROOT_INODE, "", root, 1)}
         self._by_path: dict[str, int] = {"": ROOT_INODE}
         self._next = ROOT_INODE + 1
+        self._recent: OrderedDict[str, int] = OrderedDict()  # path -> its number, forgotten lately
 
     def get(self, ino: int) -> InodeEntry:
         try:
@@ -56,8 +64,10 @@ class InodeTable:
                 entry = self._by_ino[ino]
                 entry.node = node  # the view may have re-rendered it
             else:
-                ino = self._next
-                self._next += 1
+                ino = self._recent.pop(path, None)
+                if ino is None or ino in self._by_ino:
+                    ino = self._next
+                    self._next += 1
                 entry = InodeEntry(ino, path, node)
                 self._by_ino[ino] = entry
                 self._by_path[path] = ino
@@ -85,6 +95,9 @@ class InodeTable:
                 del self._by_ino[ino]
                 if self._by_path.get(entry.path) == ino:
                     del self._by_path[entry.path]
+                    self._recent[entry.path] = ino  # still the path's file: its number if looked up again
+                    while len(self._recent) > RECENT:
+                        self._recent.popitem(last=False)
 
     def entries(self) -> list[InodeEntry]:
         with self._lock:
@@ -96,6 +109,8 @@ class InodeTable:
         the file there now) and remembers when it was replaced: whatever was read through it
         is at most that new."""
         with self._lock:
+            self._recent.pop(old, None)
+            self._recent.pop(new, None)
             ino = self._by_path.pop(old, None)
             if ino is None:
                 return
@@ -112,6 +127,7 @@ class InodeTable:
         given the same number it wrote a shard into the unlinked file and renamed the new,
         empty one onto the shard, which deleted every chunk it held)."""
         with self._lock:
+            self._recent.pop(path, None)  # a new file there is another file
             ino = self._by_path.pop(path, None)
             if ino is not None and ino in self._by_ino:
                 self._by_ino[ino].unlinked = True
