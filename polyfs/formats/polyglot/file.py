@@ -60,6 +60,8 @@ from ...views.base import ViewContext
 from ..hdf5.dtypes import same_bytes
 from ..hdf5.single import SingleDatasetFile
 from ..tiff import image as tiff
+from ..tiff.geo import CFGeo, find_cf_geo
+from ..tiff.coords import coordinate_reader
 from ..tiff.tiles import tiff_code, zero_copy, zero_copy_tiles
 from ..zarr.spec import DEFAULT_INDEX, shard_index_bytes
 
@@ -115,9 +117,10 @@ class PolyglotFile:
 
 
 def plan_file(ds: Dataset, parent: Group | None, name: str, title: str, idx: ChunkIndex, pipe: Pipeline,
-              bigtiff: bool | None = None) -> PolyglotFile:
+              bigtiff: bool | None = None, cf: CFGeo | None = None) -> PolyglotFile:
     """Lay the file out from the model and chunk sizes (pure). ``bigtiff``: force it
-    on/off; None = BigTIFF when the file reaches 4 GiB."""
+    on/off; None = BigTIFF when the file reaches 4 GiB. ``cf``: the dataset's CF
+    georeferencing (GeoTIFF tags, tiff/geo.py)."""
     reason = why_not(ds, pipe)
     if reason is not None:
         raise UnsupportedType(f"{title}: cannot be a polyglot file: {reason}")
@@ -125,7 +128,8 @@ def plan_file(ds: Dataset, parent: Group | None, name: str, title: str, idx: Chu
     if not ok.all():
         idx = ChunkIndex(idx.dataset_id, idx.prefix, idx.grid, idx.linear[ok], idx.sizes[ok])
     geo, tiles = zero_copy_tiles(ds, idx, pipe)
-    image = tiff.dataset_image(ds, parent, name, title, geo.tile, tiff_code(pipe))  # type: ignore[arg-type]
+    image = tiff.dataset_image(ds, parent, name, title, geo.tile, tiff_code(pipe),  # type: ignore[arg-type]
+                               cf)
     h5 = SingleDatasetFile(ds, pipe, idx.linear, name=name, user_block=USER_BLOCK)
     fill = tiles.fill_tile if bool(np.any(tiles.rel < 0)) else b""
     nentries = ds.nchunks
@@ -180,7 +184,8 @@ def shared_file(model: DomainModel, ds: Dataset, parent: Group | None, path: str
     if hit is not None and hit[0] is model and hit[1] is idx:
         return hit[2]
     name = path.rsplit("/", 1)[-1]
-    pf = plan_file(ds, parent, name, f"{model.path}{path}", idx, pipe)
+    pf = plan_file(ds, parent, name, f"{model.path}{path}", idx, pipe,
+                   cf=find_cf_geo(model, path, ds, coordinate_reader(ctx)))
     with _SHARED_LOCK:
         per = _SHARED.setdefault(catalog, {})
         hit = per.get(key)

@@ -16,13 +16,17 @@ geotransform and nodata the file was written with. An attribute of the wrong kin
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from ...errors import PolyfsError
 from ...model import types as T
 from ...model.schema import Dataset, Shape
+from .meta import axis_names
+from .raster import X_NAMES, Y_NAMES, raster
 
 
 @dataclass(frozen=True)
@@ -140,3 +144,196 @@ def gdal_nodata(text: Any, np_dtype: np.dtype) -> Any:
     except (ValueError, OverflowError):
         return None
     return None
+
+
+# -- CF / rioxarray georeferencing -----------------------------------------------------------------
+# An array xarray/rioxarray wrote (``to_zarr``, ``to_netcdf``) or GDAL's netCDF driver made says
+# where it lies only in CF terms: its attribute ``grid_mapping`` names a variable whose
+# attributes hold the CRS (``crs_wkt``/``spatial_ref``: WKT) and GDAL's ``GeoTransform`` (six
+# numbers: x0, dx, row rotation, y0, column rotation, dy) or, without it (rioxarray's
+# ``write_crs`` alone, most CF files), the evenly spaced pixel centres of its x/y coordinate
+# variables (read through the view's reader, coords.py). Without tags, ``gdalinfo`` of its TIFF
+# showed no CRS and no origin. Served as GeoTIFF tags when the array has none of its own: the
+# transform (ModelPixelScale + ModelTiepoint north up, else ModelTransformation) and, from the
+# WKT's top-level EPSG code, GTModelType, GTRasterType (area) and ProjectedCSType/GeographicType.
+GT_MODEL_TYPE, GT_RASTER_TYPE, GEOGRAPHIC_TYPE, PROJECTED_CS_TYPE = 1024, 1025, 2048, 3072
+MODEL_PROJECTED, MODEL_GEOGRAPHIC, RASTER_PIXEL_IS_AREA = 1, 2, 1
+_OWN_GEO = ("ModelPixelScaleTag", "ModelTiepointTag", "ModelTransformationTag", "GeoKeyDirectoryTag")
+_WKT1_EPSG = re.compile(r'AUTHORITY\[\s*"EPSG"\s*,\s*"?(\d+)"?\s*\]\s*\]\s*$', re.I)
+_WKT2_EPSG = re.compile(r'ID\[\s*"EPSG"\s*,\s*(\d+)\s*(?:,[^\[\]]*)?\]\s*\]\s*$', re.I)
+_WKT_KIND = {"PROJCS": MODEL_PROJECTED, "PROJCRS": MODEL_PROJECTED, "PROJECTEDCRS": MODEL_PROJECTED,
+             "GEOGCS": MODEL_GEOGRAPHIC, "GEOGCRS": MODEL_GEOGRAPHIC, "GEOGRAPHICCRS": MODEL_GEOGRAPHIC}
+
+
+def grid_mapping_name(ds: Dataset) -> str | None:
+    """The variable CF's ``grid_mapping`` attribute names (the first of its extended form
+    ``"crs: x y ..."``), or None."""
+    a = ds.attributes.get("grid_mapping")
+    v = a.value if a is not None else None
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if not isinstance(v, str) or not v.strip():
+        return None
+    name = v.split(":", 1)[0].split()[0].strip() if v.strip() else ""
+    return name or None
+
+
+def _attr_text(obj: Dataset, name: str) -> str | None:
+    a = obj.attributes.get(name)
+    v = a.value if a is not None else None
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    return v if isinstance(v, str) and v.strip() else None
+
+
+def geo_transform(gm: Dataset) -> tuple[float, ...] | None:
+    """GDAL's ``GeoTransform`` attribute (text of six numbers, or a list of six), or None."""
+    a = gm.attributes.get("GeoTransform")
+    v = a.value if a is not None else None
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    try:
+        nums = [float(x) for x in (v.replace(",", " ").split() if isinstance(v, str) else v)]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return None
+    if len(nums) != 6 or not all(math.isfinite(x) for x in nums) or nums[1] == 0 or nums[5] == 0:
+        return None
+    return tuple(nums)
+
+
+def wkt_crs(wkt: str | None) -> tuple[int, int | None] | None:
+    """(GTModelType, EPSG code or None) of a WKT 1 or 2 CRS; None for another kind (compound,
+    engineering...) or no WKT."""
+    if wkt is None:
+        return None
+    text = wkt.strip()
+    kind = _WKT_KIND.get(text.split("[", 1)[0].strip().upper())
+    if kind is None:
+        return None
+    m = _WKT1_EPSG.search(text) or _WKT2_EPSG.search(text)
+    return kind, (int(m.group(1)) if m and 0 < int(m.group(1)) < 0xFFFF else None)
+
+
+def _transposed(ds: Dataset) -> bool:
+    """Do the dataset's dimension names put x before y (rows along x)? Its GeoTransform,
+    GDAL's (columns along x), would then place the image wrongly."""
+    names = [str(n).strip().lower() if isinstance(n, str) else "" for n in axis_names(ds, None, "")]
+    xs = [i for i, n in enumerate(names) if n in X_NAMES]
+    ys = [i for i, n in enumerate(names) if n in Y_NAMES]
+    return bool(xs and ys and xs[0] < ys[0])
+
+
+@dataclass(frozen=True)
+class CFGeo:
+    """A dataset's CF georeferencing: its grid mapping variable, and the GeoTransform of its
+    ``GeoTransform`` attribute, else of its regularly spaced x/y coordinate variables."""
+
+    gm: Dataset
+    transform: tuple[float, ...] | None
+
+
+def cf_geo_tags(ds: Dataset, cf: CFGeo | None) -> tuple[tuple[str, Any], ...]:
+    """GeoTIFF tags for ``ds`` from its CF georeferencing (section doc); none when ``ds`` has
+    GeoTIFF tags of its own, its rows run along x, or no transform is known."""
+    if cf is None or any(n in ds.attributes for n in _OWN_GEO) or _transposed(ds):
+        return ()
+    gm, gt = cf.gm, cf.transform
+    if gt is None:
+        return ()
+    x0, dx, rx, y0, ry, dy = gt
+    out: list[tuple[str, Any]] = []
+    if rx == 0 and ry == 0 and dx > 0 and dy < 0:  # north up: what GDAL itself writes
+        out.append(("ModelPixelScaleTag", np.array([dx, -dy, 0.0])))
+        out.append(("ModelTiepointTag", np.array([0.0, 0.0, 0.0, x0, y0, 0.0])))
+    else:
+        out.append(("ModelTransformationTag", np.array([dx, rx, 0, x0, ry, dy, 0, y0, 0, 0, 0, 0, 0, 0, 0, 1],
+                                                       dtype=np.float64)))
+    crs = wkt_crs(_attr_text(gm, "crs_wkt") or _attr_text(gm, "spatial_ref"))
+    keys = [(GT_MODEL_TYPE, crs[0] if crs else MODEL_PROJECTED), (GT_RASTER_TYPE, RASTER_PIXEL_IS_AREA)]
+    if crs is not None and crs[1] is not None:
+        keys.append((PROJECTED_CS_TYPE if crs[0] == MODEL_PROJECTED else GEOGRAPHIC_TYPE, crs[1]))
+    if crs is not None:
+        directory = [1, 1, 0, len(keys)]
+        for key, value in keys:
+            directory += [key, 0, 1, value]
+        out.append(("GeoKeyDirectoryTag", np.array(directory, dtype=np.uint16)))
+    return tuple(out)
+
+
+def _sibling(model: Any, path: str, name: str) -> Dataset | None:
+    """The dataset ``name`` beside ``path`` (CF), else at the root; None when there is none."""
+    parent = path.rstrip("/").rsplit("/", 1)[0]
+    for where in dict.fromkeys((f"{parent}/{name}", f"/{name}")):
+        try:
+            obj = model.resolve(where)
+        except PolyfsError:
+            continue
+        if isinstance(obj, Dataset):
+            return obj
+    return None
+
+
+def find_cf_geo(model: Any, path: str, ds: Dataset,
+                read: Callable[[Dataset], np.ndarray | None] | None = None) -> CFGeo | None:
+    """The CF georeferencing of ``ds`` (at ``path`` of ``model``), or None without a grid mapping
+    variable. ``read`` gives a small 1-D dataset's values (coordinates; I/O, the caller's)."""
+    name = grid_mapping_name(ds)
+    gm = _sibling(model, path, name) if name is not None else None
+    if gm is None:
+        return None
+    gt = geo_transform(gm)
+    if gt is None and read is not None:
+        gt = _coordinate_transform(model, path, ds, read)
+    return CFGeo(gm, gt)
+
+
+def _coordinate_transform(model: Any, path: str, ds: Dataset,
+                          read: Callable[[Dataset], np.ndarray | None]) -> tuple[float, ...] | None:
+    """GDAL's GeoTransform from the coordinate variables (pixel centres, as xarray and CF give
+    them) of the image plane's dims named y and x, when both are evenly spaced."""
+    r = raster(ds)
+    names = [str(n).strip() if isinstance(n, str) else "" for n in axis_names(ds, None, "")]
+    if r is None or len(names) != ds.rank:
+        return None
+    row = ds.rank - (3 if r.samples > 1 else 2)
+    spaced = []
+    for axis, kinds in ((row + 1, X_NAMES), (row, Y_NAMES)):
+        cds = _coordinate(model, path, ds, axis, names[axis], kinds)
+        if cds is None:
+            return None
+        v = read(cds)
+        step = _even_step(v)
+        if step is None:
+            return None
+        spaced.append((float(v[0]) - step / 2, step))
+    (x0, dx), (y0, dy) = spaced
+    return (x0, dx, 0.0, y0, 0.0, dy)
+
+
+def _coordinate(model: Any, path: str, ds: Dataset, axis: int, name: str, kinds: frozenset[str]) -> Dataset | None:
+    """The 1-D coordinate variable of ``ds``'s dim ``axis``: the one its dimension name
+    (xarray's) names, else, for a dim without a name there (netCDF-4 names dims by dimension
+    scales), the one dimension scale beside it named like an x (or y) axis of that length."""
+    n = ds.shape.array_shape[axis]
+
+    def fits(c: Dataset | None, scale: bool) -> bool:
+        return c is not None and c.rank == 1 and tuple(c.shape.array_shape) == (n,) and \
+            (not scale or _attr_text(c, "CLASS") == "DIMENSION_SCALE")
+
+    if name:
+        c = _sibling(model, path, name) if name.lower() in kinds else None
+        return c if fits(c, False) else None
+    found = [c for c in (_sibling(model, path, k) for k in sorted(kinds)) if fits(c, True)]
+    return found[0] if len(found) == 1 else None
+
+
+def _even_step(v: np.ndarray | None) -> float | None:
+    """The spacing of evenly spaced finite values (two at least), else None."""
+    if v is None or v.ndim != 1 or v.size < 2 or v.dtype.kind not in "iuf":
+        return None
+    v = v.astype(np.float64)
+    d = np.diff(v)
+    step = float(d[0])
+    if not np.all(np.isfinite(v)) or step == 0 or not np.allclose(d, step, rtol=1e-6, atol=abs(step) * 1e-6):
+        return None
+    return step

@@ -38,7 +38,7 @@ from ...vfile import Literal, VFile
 from . import FORMAT
 from . import meta as tiffmeta
 from .described import descriptive_tags
-from .geo import geo_tags
+from .geo import CFGeo, cf_geo_tags, geo_tags
 from .raster import raster
 from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size, ifd_chain,
                       row_entries)
@@ -169,8 +169,9 @@ def needs_bigtiff(file_size: int) -> bool:
 
 
 def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile: tuple[int, int],
-                  compression: int) -> TiffImage:
-    """The :class:`TiffImage` of one dataset (OME-XML, resolution) for given tiles."""
+                  compression: int, cf: CFGeo | None = None) -> TiffImage:
+    """The :class:`TiffImage` of one dataset (OME-XML, resolution) for given tiles;
+    ``cf``: its CF georeferencing (geo.py), for GeoTIFF tags."""
     r = raster(ds)
     if r is None:
         raise InvalidInput(f"{title}: not an image")
@@ -178,7 +179,7 @@ def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile
     meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples, r.planes)
     return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), r.sample, tuple(tile),
                      compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra,
-                     r.tags + geo_tags(ds) + descriptive_tags(ds), r.planes)
+                     r.tags + geo_tags(ds) + cf_geo_tags(ds, cf) + descriptive_tags(ds), r.planes)
 
 
 def compose(image: TiffImage, tiles: TileData) -> VFile:

@@ -7,7 +7,9 @@ its last two dimensions are the plane, the leading ones pages. Two cases differ:
   SamplesPerPixel > 1 and PlanarConfiguration 1 makes): the last dimension is
   the pixel's samples when the dataset says so, with the attribute ``axes``
   ending in ``S`` (what the TIFF importer and the view's writes store, tifffile's
-  axes) or ``photometric`` ``RGB`` (any case) with 3 or 4 of them, and one chunk
+  axes), ``photometric`` ``RGB`` (any case) with 3 or 4 of them, or dimension
+  names (xarray's, h5py's labels) ``(..., y, x, band)`` (or ``rgb``, ``channel``...:
+  :data:`SAMPLE_NAMES`; else GDAL showed an xarray RGB image as 300x3 pages), and one chunk
   holds all of a pixel's samples (so a chunk's plane is a contiguous TIFF tile).
   The file then has SamplesPerPixel S, PlanarConfiguration 1 (contig), and
   PhotometricInterpretation RGB for 3 or 4 samples (the 4th an unassociated
@@ -25,7 +27,8 @@ its last two dimensions are the plane, the leading ones pages. Two cases differ:
   a reader what they mean.
 - **samples in separate planes** (a TIFF with PlanarConfiguration 2: GDAL's
   ``INTERLEAVE=BAND``, tifffile's ``planarconfig="separate"``; stored as
-  ``(..., S, H, W)`` with ``axes`` ``...SYX``): every S consecutive planes are
+  ``(..., S, H, W)`` with ``axes`` ``...SYX``, or named ``(..., band, y, x)``, rioxarray's
+  layout, so GDAL sees the bands): every S consecutive planes are
   one page of S samples, PlanarConfiguration 2, its tiles those of the planes
   in order (so GDAL sees S bands, not S pages). ``planes`` is S; the planes stay
   pages of ``shape`` for everything that places tiles.
@@ -49,8 +52,16 @@ from ...model import values
 from ...model.schema import Dataset
 from ...model.types import CompoundType, EnumType, FloatType, IntType, resolved
 from ...views.hdmf import complex_name
+from .meta import axis_names
 
 MAX_SAMPLES = 16  # a longer last axis with ``axes`` ending in S is shown as pages (ImageJ-like stacks)
+# dimension names (xarray's ``_ARRAY_DIMENSIONS``/``dimension_names``, h5py's labels) that make a
+# dim the samples: ``(y, x, band)`` is contig samples, ``(band, y, x)`` (rioxarray's) separate planes
+Y_NAMES = frozenset({"y", "lat", "latitude", "row", "rows", "northing"})
+X_NAMES = frozenset({"x", "lon", "long", "longitude", "col", "cols", "column", "columns", "easting"})
+BAND_NAMES = frozenset({"band", "bands"})
+SAMPLE_NAMES = BAND_NAMES | {"rgb", "rgba", "channel", "channels", "c", "color", "colour", "colors", "colours",
+                             "sample", "samples", "s"}
 # PhotometricInterpretation codes the view writes
 PHOTOMETRIC = {"MINISWHITE": 0, "MINISBLACK": 1, "RGB": 2, "PALETTE": 3, "SEPARATED": 5, "YCBCR": 6}
 EXTRA_UNSPECIFIED, EXTRA_UNASSOCIATED_ALPHA = 0, 2
@@ -139,7 +150,18 @@ def _samples(ds: Dataset, dims: tuple[int, ...], chunks: tuple[int, ...]) -> int
     photometric = (_text_attr(ds, "photometric") or "").upper()
     if photometric == "RGB" and dims[-1] in (3, 4):
         return dims[-1]
+    names = _dim_names(ds)
+    if names is not None and names[-3] in Y_NAMES and names[-2] in X_NAMES and names[-1] in SAMPLE_NAMES:
+        return dims[-1]
     return 1
+
+
+def _dim_names(ds: Dataset) -> list[str] | None:
+    """The dataset's dimension names (xarray's, h5py's labels), lower case; None if it has none."""
+    names = axis_names(ds, None, "")
+    if len(names) != ds.rank or not all(isinstance(n, str) for n in names):
+        return None
+    return [str(n).strip().lower() for n in names]
 
 
 def _planes(ds: Dataset, dims: tuple[int, ...]) -> int:
@@ -147,7 +169,12 @@ def _planes(ds: Dataset, dims: tuple[int, ...]) -> int:
     if len(dims) < 3 or not 2 <= dims[-3] <= MAX_SAMPLES:
         return 1
     axes = _text_attr(ds, "axes")
-    return dims[-3] if axes is not None and len(axes) == len(dims) and axes.endswith("SYX") else 1
+    if axes is not None and len(axes) == len(dims) and axes.endswith("SYX"):
+        return dims[-3]
+    names = _dim_names(ds)
+    if names is not None and names[-3] in BAND_NAMES and names[-2] in Y_NAMES and names[-1] in X_NAMES:
+        return dims[-3]
+    return 1
 
 
 def _photometric(ds: Dataset, samples: int, sample: np.dtype

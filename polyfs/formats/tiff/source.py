@@ -13,7 +13,8 @@ make tiny chunk objects), except the last, shorter strip, which is decoded,
 padded and re-encoded. Anything else (uncompressed, LZW, JPEG, predictors,
 bit-packed samples...) is decoded by tifffile and written with the chosen
 encoding in big-endian order: tiled pages keep their tile shape as chunks,
-stripped ones use the chunk-shape rule of :func:`common.auto_chunks`.
+stripped ones use the chunk-shape rule of :func:`common.auto_chunks`, made to
+suit the TIFF view (:func:`decoded_chunks`: samples whole, planes multiples of 16).
 
 Every tile and strip is checked against the file size first, so a bogus
 offset fails with a SourceError instead of importing zeros.
@@ -36,8 +37,8 @@ from ...errors import InvalidInput, SourceError, UnsupportedType
 from ...model import types as T
 from ...model.schema import UNLIMITED, Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
-                                 padded, stored_pipeline_filters, write_decoded)
+from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, auto_chunks, big_endian,
+                                 chunk_region, chunks_for, padded, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...model.values import element_to_json
 from ...model.jsonattrs import json_attribute
@@ -45,6 +46,7 @@ from ...codecs.sniff import zstd_has_content_size
 from .described import descriptive_attributes
 from .dropped import IMAGEJ_NOT_KEPT, say_tags_dropped
 from .geo import gdal_nodata, geo_attributes
+from .raster import MAX_SAMPLES
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +271,7 @@ class TiffImporter:
         else:
             dtype = big_endian(source_type)
             chunks = ((1,) * len(lead) + geo.chunk_dims) if key.is_tiled else \
-                chunks_for(dims, dtype.itemsize, self.opts.chunks)
+                decoded_chunks(dims, dtype.itemsize, self.opts.chunks, geo.keep[-1])
             filters = stored_pipeline_filters(self.opts, dtype, chunks)
         if parent is _ROOT:
             parent = self.writer.root
@@ -661,6 +663,27 @@ def copy_filters(key, pages, geo: Geometry, np_dtype: np.dtype, raw_ok: bool = F
         return []
     fid = COPY_COMPRESSIONS[comp]
     return [Filter(fid, (DEFAULT_LEVELS[fid],))]
+
+
+def decoded_chunks(dims: tuple[int, ...], itemsize: int, requested: tuple[int, ...] | None,
+                   contig: bool) -> tuple[int, ...]:
+    """The chunks of decoded strips: ``--chunks`` if given, else :func:`common.auto_chunks` made
+    to suit the TIFF view, whose tiles are chunks only when a chunk holds every sample of its
+    pixels and its plane is a multiple of 16 each way. The common rule sees contig samples
+    (RGB) as the plane's last dim: a 3000x4000 RGB photo became (87, 4000, 3) chunks that every
+    read of ``tiff/`` had to transcode. So the samples are kept whole (the rule runs on the
+    pixels), and a plane dim left at a full extent that is not a multiple of 16 is halved to one
+    (only when the data is chunked at all: a dataset of one chunk stays whole)."""
+    if requested is not None and len(requested) == len(dims):
+        return chunks_for(dims, itemsize, requested)
+    samples = dims[-1] if contig and len(dims) >= 3 and 1 < dims[-1] <= MAX_SAMPLES else 1
+    pixels = dims[:-1] if samples > 1 else dims
+    chunks = list(auto_chunks(pixels, itemsize * samples))
+    if len(pixels) >= 2 and tuple(chunks) != tuple(pixels) and all(c == 1 for c in chunks[:-2]):
+        for ax in (-2, -1):
+            if chunks[ax] == pixels[ax] and pixels[ax] % 16 and pixels[ax] > 16:
+                chunks[ax] = -(-pixels[ax] // 32) * 16  # half, rounded up to a multiple of 16
+    return tuple(chunks) + ((samples,) if samples > 1 else ())
 
 
 def _rational(v: Any) -> float:

@@ -40,6 +40,8 @@ from ...vfile import VFile
 from ...views import chunkserve as cs
 from ...views.base import DirNode, FileNode, Node, ViewContext
 from ..polyglot import file as polyglot
+from .coords import coordinate_reader
+from .geo import CFGeo, find_cf_geo
 from .image import EXTENSION, compose, dataset_image, image_like
 from .raster import raster
 from .tiles import plan_tiles, tiff_code, zero_copy
@@ -77,12 +79,13 @@ def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
     return describe(ds, ctx.catalog.pipeline(ds), ctx.options.tiff_deflate_level)
 
 
-def build_vfile(ds: Dataset, parent: Group | None, name: str, title: str, ctx: ViewContext) -> VFile:
+def build_vfile(ds: Dataset, parent: Group | None, name: str, title: str, ctx: ViewContext,
+                cf: CFGeo | None = None) -> VFile:
     """Plan the tiles (measuring transcoded ones), describe the image, lay the file out."""
     idx = ctx.catalog.chunk_index(ds)
     pipe = ctx.catalog.pipeline(ds)
     geo, code, tiles = plan_tiles(ds, idx, pipe, ctx.options.tiff_deflate_level, ctx)
-    image = dataset_image(ds, parent, name, title, geo.tile, code)
+    image = dataset_image(ds, parent, name, title, geo.tile, code, cf)
     return compose(image, tiles)
 
 
@@ -93,7 +96,9 @@ def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str,
 
     def build() -> VFile:  # zstd/uncompressed zero-copy images: the polyglot file (also HDF5, a Zarr shard)
         shared = polyglot.shared_file(model, ds, parent, path, ctx)
-        return shared.vfile if shared is not None else build_vfile(ds, parent, name, title, ctx)
+        if shared is not None:
+            return shared.vfile
+        return build_vfile(ds, parent, name, title, ctx, find_cf_geo(model, path, ds, coordinate_reader(ctx)))
 
     return FileNode(filename, build, mtime=mtime)
 
