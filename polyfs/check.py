@@ -54,6 +54,8 @@ def check_store(url: str, domain: str | None = None, deep: bool = False, repair:
         raise ReadOnly(f"cannot --repair store {store.url}: {refusal}")
     catalog = Catalog(store)
     report = Report()
+    if domain is None:  # first: removing a killed writer's temporary changes its chunk directory,
+        _check_leftovers(store, repair, report)  # which the persisted chunk indexes checked below record
     domains = _domains_to_check(catalog, domain) if domain else catalog.list_domains()
     for path in domains:
         try:
@@ -69,7 +71,6 @@ def check_store(url: str, domain: str | None = None, deep: bool = False, repair:
         roots = _all_roots(catalog, report)
         if roots is not None:
             _check_orphans(catalog, {keys.domain_db_prefix(r) for r in roots}, repair, report)
-        _check_leftovers(store, repair, report)
     return report
 
 

@@ -17,7 +17,7 @@ import time
 import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 from .errors import ChunkChanged, ChunkMissing, NotFound
 from .vfile import LiteralPiece, Piece, ProducedPiece, RangePiece, VFile, coalesce
@@ -97,6 +97,7 @@ class Reader:
         catalog = getattr(ctx, "catalog", None)
         if catalog is not None:
             catalog.chunk_listeners.append(self.forget_chunks)
+            catalog.dataset_listeners.append(self.forget_datasets)
 
     def forget_chunks(self, keys: set[str]) -> None:
         """Chunks rewritten or deleted: what was made from their old bytes must not be served.
@@ -104,9 +105,17 @@ class Reader:
         That includes productions under way (they may have fetched the old bytes): later
         requests start their own instead of waiting for one, and its result is not cached.
         Under the lock ``produced`` caches under, so no old result lands after the discard."""
-        def made_from(k: Hashable) -> bool:
-            return isinstance(k, tuple) and len(k) > 1 and k[1] in keys
+        self._forget_where(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] in keys)
 
+    def forget_datasets(self, prefixes: set[str]) -> None:
+        """Datasets (by key prefix) whose chunks another host may have rewritten: what was made
+        from their chunks goes, as for :meth:`forget_chunks` (on a shared store, at most once
+        per ``domain_ttl`` for the domains in use)."""
+        starts = tuple(prefixes)
+        self._forget_where(lambda k: isinstance(k, tuple) and len(k) > 1 and isinstance(k[1], str)
+                           and k[1].startswith(starts))
+
+    def _forget_where(self, made_from: Callable[[Hashable], bool]) -> None:
         with self._inflight_lock:
             for k in [k for k in self._inflight if made_from(k)]:
                 self._overtaken.add(self._inflight.pop(k))

@@ -68,6 +68,10 @@ class Catalog:
         self.on_reread: Callable[[list[str]], None] | None = None  # told what such a re-read found changed
         # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
         self.chunk_listeners: list[Callable[[set[str]], None]] = []
+        # told the key prefixes of datasets whose chunks another writer may have rewritten (a
+        # re-read found them changed, or re-lists them on a shared store): what was made from
+        # their chunks (re-encoded views) must be made again
+        self.dataset_listeners: list[Callable[[set[str]], None]] = []
 
     # -- JSON objects ------------------------------------------------------
     def get_json(self, key: str) -> Any:
@@ -185,6 +189,7 @@ class Catalog:
     def _reread(self, cached: dict[str, DomainModel], chunks_too: bool) -> list[str]:
         """Re-read these cached domains; install and return those another writer changed."""
         changed = []
+        dropped: set[str] = set()
         for path, old in cached.items():
             t0 = time.monotonic()
             try:
@@ -210,12 +215,19 @@ class Catalog:
                         key = keys.object_key(did)
                         if new.tags.get(key) != old.tags.get(key):
                             self.invalidate_dataset(did)
+                            dropped.add(keys.dataset_prefix(did))
                     self.install(new)
                     changed.append(path)
                 elif chunks_too and old.datasets:
                     for did in old.datasets:
                         self.invalidate_dataset(did)
+                        dropped.add(keys.dataset_prefix(did))
                     self.touch(path)
+        if dropped:
+            with self._lock:
+                listeners = list(self.dataset_listeners)
+            for listener in listeners:
+                listener(dropped)
         return changed
 
     def _load(self, path: str) -> DomainModel:

@@ -42,7 +42,7 @@ class SlowCopy:
 class Ctx:
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self.catalog = type("Catalog", (), {"chunk_listeners": []})()
+        self.catalog = type("Catalog", (), {"chunk_listeners": [], "dataset_listeners": []})()
 
 
 def test_a_transcode_overtaken_by_a_rewrite_is_not_cached():

@@ -113,6 +113,11 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
             raise _err(where, f"inner chunk_shape {list(chunks)} does not divide the shard shape {list(outer)}")
         inner_codecs = list(cfg.get("codecs") or [])
         index = ShardIndex.from_config(cfg)
+    elif any(c.get("name") == "sharding_indexed" for c in codecs):  # tensorstore's transposed shards
+        at = next(i for i, c in enumerate(codecs) if c.get("name") == "sharding_indexed")
+        raise UnsupportedType(f"{where}: {', '.join(str(c.get('name')) for c in codecs[:at])} before "
+                              f"sharding_indexed (codecs applied to whole shards) cannot be written through "
+                              f"the view (put them inside the shard's codecs)")
     ab = array_to_bytes_at(inner_codecs)
     if ab is None and any(c.get("name") == "sharding_indexed" for c in inner_codecs):
         raise UnsupportedType(f"{where}: nested sharding (sharding_indexed inside a shard) cannot be written "
