@@ -63,6 +63,17 @@ def deep_check(store) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def quiet_local_mount(mount_store, tmp_path: Path):
+    """A new local store and its mount (``mount_store`` fixture); the Zarr tools' warnings
+    about v3 extension types are silenced. Returns (store directory, mount)."""
+    import warnings
+
+    store = tmp_path / "store"
+    store.mkdir()
+    warnings.filterwarnings("ignore")
+    return store, mount_store(str(store))
+
+
 def seeded_store(tmp_path: Path, name: str = "exp.h5") -> Path:
     """A store holding domain ``/<name>``, imported from an h5py file with one 32x32 uint16
     dataset ``seed`` in 16x16 chunks: a domain the TIFF tests write new files into."""

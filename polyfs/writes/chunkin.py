@@ -60,6 +60,16 @@ def _same_encoding(inc: Incoming, stored: Pipeline, dt: np.dtype) -> bool:
     return True
 
 
+def unwrapped(inc: Incoming, data: bytes) -> bytes:
+    """A written chunk without the framing a stored encoding never keeps: its trailing
+    crc32c (checked) and its gzip member header (the zlib stream inside)."""
+    if inc.crc32c:
+        data = strip_crc32c(data)
+    if inc.gzip_member:
+        data, _ = gzip_to_zlib(data)
+    return data
+
+
 def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: tuple[int, ...] | None = None,
               crc: list[int] | None = None, old: bytes | None = None) -> bytes:
     """The canonical bytes of one chunk written as ``data``; ``dims`` is the block's
@@ -73,10 +83,7 @@ def to_stored(ds: Dataset, stored: Pipeline, inc: Incoming, data: bytes, dims: t
     dims = full if dims is None else tuple(dims)
     if len(dims) != len(full) or any(d > f or d < 0 for d, f in zip(dims, full)):
         raise InvalidInput(f"block of shape {list(dims)} does not fit chunk shape {list(full)}")
-    if inc.crc32c:
-        data = strip_crc32c(data)
-    if inc.gzip_member:
-        data, _ = gzip_to_zlib(data)
+    data = unwrapped(inc, data)
     if inc.unframe is not None:
         return _unframed(ds, stored, inc, data, dims, full)
     nbytes = math.prod(dims) * inc.dtype.itemsize

@@ -21,6 +21,7 @@ import json
 
 import numpy as np
 import pytest
+from test_tiff_explore8_fs import fs  # noqa: F401 - fixture (domain /exp.h5)
 from writeharness import FS
 
 from polyfs.importers import import_source
@@ -37,14 +38,6 @@ WGS84_WKT2 = ('GEOGCRS["WGS 84",DATUM["World Geodetic System 1984",ELLIPSOID["WG
               'CS[ellipsoidal,2],AXIS["latitude",north],AXIS["longitude",east],ANGLEUNIT["degree",0.0174532925199433],'
               'USAGE[SCOPE["Horizontal component of 3D system."],AREA["World."],BBOX[-90,-180,90,180]],'
               'ID["EPSG",4326]]')
-
-
-@pytest.fixture
-def fs():
-    f = FS()
-    f.mkdir("zarr/exp.zarr")  # domain /exp.h5: tiff/exp
-    yield f
-    f.close()
 
 
 def photo(h: int = 600, w: int = 1000) -> np.ndarray:

@@ -22,11 +22,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import numpy as np
 import pytest
-from support import deep_check
+from support import deep_check, quiet_local_mount as _mounted
 
 zarr = pytest.importorskip("zarr")
 xr = pytest.importorskip("xarray")
@@ -36,13 +35,6 @@ ts = pytest.importorskip("tensorstore")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning",
                                         "ignore::FutureWarning", "ignore::DeprecationWarning")
 
-
-def _mounted(mount_store, tmp_path):
-    """A new local store and its mount (the tools here warn about Zarr v3 extensions: quiet)."""
-    store = tmp_path / "store"
-    store.mkdir()
-    warnings.filterwarnings("ignore")
-    return store, mount_store(str(store))
 
 
 def _python(code: str, timeout: int = 120) -> str:

@@ -22,24 +22,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import warnings
 
 import h5py
 import numpy as np
 import pytest
-from support import deep_check
+from support import deep_check, quiet_local_mount as _mounted
 
 zarr = pytest.importorskip("zarr")
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning",
                                         "ignore::FutureWarning", "ignore::DeprecationWarning")
 
-
-def _mounted(mount_store, tmp_path):
-    store = tmp_path / "store"
-    store.mkdir()
-    warnings.filterwarnings("ignore")
-    return store, mount_store(str(store))
 
 
 def _cp_r(src, dst) -> None:

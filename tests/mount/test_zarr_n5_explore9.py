@@ -10,11 +10,11 @@ tests/fs/test_zarr_n5_explore9_fs.py).
 from __future__ import annotations
 
 import shutil
-import warnings
 
 import h5py
 import numpy as np
 import pytest
+from support import quiet_local_mount as _mounted
 
 zarr = pytest.importorskip("zarr")
 
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeW
 
 BLOBS = [b"abc", b"", b"\x00\xff\x10", b"q" * 300, b"z"]
 
-
-def _mounted(mount_store, tmp_path):
-    store = tmp_path / "store"
-    store.mkdir()
-    warnings.filterwarnings("ignore")
-    return store, mount_store(str(store))
 
 
 def test_vlen_bytes_and_complex_records_from_hdf5(mount_store, tmp_path):

@@ -16,14 +16,14 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ...codecs.pipeline import Pipeline, gzip_to_zlib, strip_crc32c
+from ...codecs.pipeline import Pipeline
 from ...errors import CodecError, InvalidInput, UnsupportedType
 from ...model.schema import Dataset, Group
 from ...model import types as T
 from ...model.types import ArrayType, from_numpy_any, resolved
 from ...views import hdmf
 from ...views.base import ViewContext
-from ...writes.chunkin import Incoming
+from ...writes.chunkin import Incoming, unwrapped
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
@@ -196,18 +196,10 @@ class Untransposed:
 
     def __call__(self, data: bytes) -> bytes:
         inc = self.writer
-        if inc.crc32c:
-            data = strip_crc32c(data)
-        if inc.gzip_member:
-            data, _ = gzip_to_zlib(data)
+        data = unwrapped(inc, data)
         nbytes = math.prod(self.chunks) * inc.dtype.itemsize
-        pipe = inc.pipeline()
-        try:
-            raw = data if pipe.is_identity else pipe.decode(data, nbytes)
-        except CodecError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - numcodecs raises plain RuntimeError/ValueError
-            raise CodecError(f"chunk does not decode: {exc}") from None
+        pipe = inc.pipeline()  # table filters only: its decode raises CodecError for bad bytes
+        raw = data if pipe.is_identity else pipe.decode(data, nbytes)
         if len(raw) != nbytes:
             raise CodecError(f"chunk decodes to {len(raw)} bytes; a {list(self.chunks)} chunk needs {nbytes}")
         arr = np.frombuffer(raw, dtype=inc.dtype).reshape([self.chunks[o] for o in self.order])
@@ -226,14 +218,7 @@ def _incoming(elem: np.dtype, filters: tuple, gzip: bool, crc: bool,
 
     def gunzipped(raw: bytes, count: int) -> bytes:
         data = gunzip_members(raw)
-        if not inner.is_identity:
-            try:
-                data = inner.decode(data)
-            except CodecError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - numcodecs raises plain RuntimeError/ValueError
-                raise CodecError(f"chunk does not decode: {exc}") from None
-        return body(data, count)
+        return body(data if inner.is_identity else inner.decode(data), count)
 
     return Incoming(elem, (), False, crc, gunzipped)
 
