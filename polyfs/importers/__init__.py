@@ -40,7 +40,7 @@ def detect_kind(source: Path) -> str:
             return fmt.name
     if source.is_dir():
         raise SourceError(source, "a directory that is neither a Zarr v3 hierarchy (zarr.json) "
-                                  "nor an N5 container (attributes.json)")
+                                  "nor an N5 container (attributes.json), at its top or in a directory below")
     if _head(source, 4)[:3] == b"CDF":
         raise SourceError(source, "a netCDF-3 (classic) file, which is not HDF5: convert it to netCDF-4 first "
                                   "(nccopy -k nc4 in.nc out.nc) and import that")

@@ -448,3 +448,23 @@ def stored_pipeline_filters(opts: ImportOptions, dtype: T.DType, chunks: Sequenc
 def complex_as_pairs(arr: np.ndarray) -> np.ndarray:
     """A complex array viewed as the ``{r, i}`` compound it is stored as."""
     return values.complex_pairs(arr)
+
+
+def dir_below(root: Path, matches: Callable[[Path], bool], limit: int = 4096) -> bool:
+    """Whether a directory below ``root`` satisfies ``matches``: how a source without root
+    metadata (tensorstore writes arrays into plain directories, no group or container
+    document) is still recognised. Breadth first, so metadata next to the root is met before
+    chunk directories; hidden directories skipped; at most ``limit`` directories looked into."""
+    queue, seen = deque([root]), 0
+    while queue and seen < limit:
+        node = queue.popleft()
+        seen += 1
+        try:
+            children = sorted(p for p in node.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            continue
+        for child in children:
+            if matches(child):
+                return True
+            queue.append(child)
+    return False

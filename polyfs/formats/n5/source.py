@@ -13,6 +13,7 @@ latter: tensorstore, or z5py for lz4) and written with the chosen encoding.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -31,7 +32,7 @@ from ...model.schema import Shape
 from ...model.writer import DomainWriter
 from .spec import META, MODE_DEFAULT, MODE_NAMES, MODE_VARLENGTH, RESERVED, compression_of, geometry, numpy_dtype, \
     is_dataset_attributes, parse_block_header
-from ...importers.common import (source_errors, write_plans, ChunkSink, ImportOptions, Progress, padded, read_json_object,
+from ...importers.common import (dir_below, source_errors, write_plans, ChunkSink, ImportOptions, Progress, padded, read_json_object,
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...codecs.sniff import zstd_has_content_size
 
@@ -223,8 +224,23 @@ class N5Importer:
 
 
 def claims(path: Path) -> bool:
-    """A directory with an ``attributes.json`` (an N5 container or dataset)."""
-    return path.is_dir() and (path / META).is_file()
+    """A directory with an ``attributes.json`` (an N5 container or dataset), or a container
+    without one whose datasets have theirs (tensorstore writes no container attributes)."""
+    return path.is_dir() and ((path / META).is_file() or _dataset_below(path))
+
+
+def _dataset_below(root: Path) -> bool:
+    """Whether a directory below ``root`` holds an N5 dataset's ``attributes.json``
+    (unreadable or non-N5 JSON does not count)."""
+    return dir_below(root, _is_dataset_dir)
+
+
+def _is_dataset_dir(d: Path) -> bool:
+    try:
+        attrs = json.loads((d / META).read_bytes()) if (d / META).is_file() else {}
+    except (OSError, ValueError):
+        return False
+    return isinstance(attrs, dict) and is_dataset_attributes(attrs)
 
 
 def import_into(path: Path, writer: DomainWriter, opts: ImportOptions) -> None:

@@ -32,7 +32,7 @@ from ...errors import CodecError, PolyfsError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (source_errors, write_plans, ChunkSink, ImportOptions, Progress, big_endian, read_json_object,
+from ...importers.common import (dir_below, source_errors, write_plans, ChunkSink, ImportOptions, Progress, big_endian, read_json_object,
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
@@ -80,7 +80,7 @@ class ZarrImporter:
     def run(self) -> None:
         with source_errors(lambda cause: self.err(self.path, cause)):
             plans: list[_ArrayPlan] = []
-            root = self.load_meta(self.path)
+            root = self.load_meta(self.path) if (self.path / META).is_file() else {"node_type": "group"}
             if root["node_type"] == "array":
                 plans.append(self._plan_array(self.path, "data", root, self.writer.root))
             else:
@@ -351,7 +351,14 @@ def claims(path: Path) -> bool:
         return True
     if (path / ".zgroup").exists() or (path / ".zarray").exists():
         raise SourceError(path, "a Zarr v2 hierarchy (only Zarr v3, with zarr.json, is supported)")
-    return False
+    return _metadata_below(path)
+
+
+def _metadata_below(root: Path) -> bool:
+    """Whether a ``zarr.json`` lies below ``root``: a hierarchy without root metadata
+    (tensorstore writes arrays into plain directories and never a group's ``zarr.json``),
+    imported as an implicit root group."""
+    return dir_below(root, lambda d: (d / META).is_file())
 
 
 def import_into(path: Path, writer: DomainWriter, opts: ImportOptions) -> None:
