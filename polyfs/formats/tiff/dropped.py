@@ -66,10 +66,11 @@ def say_tags_dropped(tif: Any, where: str) -> None:
         log.warning("%s: ImageJ metadata %s dropped (the dataset keeps its hyperstack dimensions, spacing, "
                     "units and frame interval)", where, ", ".join(lost))
     bits, dtype = getattr(page, "bitspersample", None), getattr(page, "dtype", None)
-    if isinstance(bits, int) and dtype is not None and 1 < bits < 8 * np.dtype(dtype).itemsize:
+    complex_int = int(getattr(page, "sampleformat", 1)) == 5  # its own line below, no NBITS of GDAL's
+    if isinstance(bits, int) and dtype is not None and 1 < bits < 8 * np.dtype(dtype).itemsize and not complex_int:
         log.warning("%s: %d-bit samples are stored and served as %d-bit (the same values; GDAL's NBITS is not "
                     "kept)", where, bits, 8 * np.dtype(dtype).itemsize)
-    if int(getattr(page, "sampleformat", 1)) == 5:  # SampleFormat COMPLEXINT: tifffile decodes it as complex float
+    if complex_int:  # SampleFormat COMPLEXINT: tifffile decodes it as complex float
         log.warning("%s: complex integer samples are stored as complex floats (%s: the same values)", where,
                     getattr(page, "dtype", "complex"))
 

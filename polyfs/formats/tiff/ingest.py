@@ -146,7 +146,7 @@ class TiffIngester:
             tif = open_tiff(src)
             try:
                 check_complete(tif, src, where)
-                appended = pages_beyond(tif, where) > 0
+                appended = pages_beyond(tif, where, existing is not None and src.based) > 0
                 if appended:  # pages appended after those its description lists: a longer stack
                     tif.close()
                     tif = open_tiff(src, generic=True)
@@ -178,8 +178,9 @@ class TiffIngester:
         raise InvalidInput(f"{where}: {t.child_path(name)} is {what}; a TIFF file can only be a dataset")
 
     # -- a new dataset -------------------------------------------------------------------
-    def _new(self, t: Any, parent: Group, name: str, tif: Any, src: ByteSource, where: str) -> DocumentChanges:
-        series = one_series(tif, where)
+    def _new(self, t: Any, parent: Group, name: str, tif: Any, src: ByteSource, where: str,
+             series: Any = None) -> DocumentChanges:
+        series = one_series(tif, where) if series is None else series
         writer = VerifyingWriter(self.catalog, t.model.domain)
         imp = TiffImporter(Path(where), writer, _options(where))  # type: ignore[arg-type]
         imp.size = src.size()
@@ -321,11 +322,18 @@ class TiffIngester:
         if not _same_type(ds, lay.np_dtype):
             raise InvalidInput(f"{where}: the data type of {what} cannot change "
                                f"({stored_dtype(ds)} -> {lay.np_dtype})")
-        dims = lay.dims
         have = ds.shape.array_shape
+        if appended and len(lay.dims) != len(have):  # as many pages appended as the stack has, in another layout
+            series = one_series(tif, where, flat=True)
+            lay = imp.layout(tif, series, path)
+        dims = lay.dims
+        free = ds.shape.maxdims is not None and all(m is None for m in ds.shape.maxdims)
+        if appended and free and len(dims) == len(have) + 1 and tuple(dims[1:]) == tuple(have):
+            return self._stacked(t, ds, tif, series, src, where)
         if len(dims) != len(have):
             hint = (f" (pages appended to the file make a stack of {dims[0]} pages; only a dataset of one "
-                    f"page dimension grows so)") if appended else ""
+                    f"page dimension grows so, or a one-page image with no maximum shape, as the files "
+                    f"written into this view make)") if appended else ""
             raise InvalidInput(f"{where}: {what} has {len(have)} dimensions {list(have)}; the file's image "
                                f"has {len(dims)} {list(dims)}{hint}")
         maxdims = ds.shape.maxdims or have
@@ -392,6 +400,33 @@ class TiffIngester:
             out.deletes[ds.id] = deletes
         return out
 
+    def _stacked(self, t: Any, ds: Dataset, tif: Any, series: Any, src: ByteSource, where: str) -> DocumentChanges:
+        """Pages appended to the file of a one-page dataset with no maximum shape (one a file written
+        into this view made: a time lapse written frame by frame:
+        ``tifffile.imwrite(..., append="force")`` per frame, ``tiffcp -a``): the image becomes a
+        stack of pages, a new dataset of one more dimension under the same name, keeping the
+        old one's attributes the file does not set; the old dataset is removed. Refused as before
+        (EINVAL) when the dataset is linked elsewhere too or is a dimension scale or has scales:
+        what refers to it would be lost."""
+        path = t.child_path(written_stem(t.rest[0]))
+        refs = sum(1 for g in t.model.groups.values() for lk in g.links.values()
+                   if lk.kind == "hard" and lk.id == ds.id)
+        tied = sorted(k for k in _RANK_BOUND_REFS if k in ds.attributes)
+        if refs != 1 or tied:
+            why = f"it is linked {refs} times" if refs != 1 else f"it has {', '.join(tied)}"
+            raise InvalidInput(f"{where}: pages appended to the file of dataset {path} would make it a stack of "
+                               f"one more dimension; {why}, so it cannot be replaced by one")
+        parent: Group = t.obj
+        out = self._new(t, parent, written_stem(t.rest[0]) or "", tif, src, where, series)
+        new = next(d for d in out.created.datasets.values())  # type: ignore[union-attr]
+        for k, a in ds.attributes.items():
+            if k not in new.attributes and k not in _RANK_BOUND:
+                new.attributes[k] = a
+        out.removed.append(ds.id)
+        log.info("%s: %d pages appended to the one-page dataset %s make it a %s stack", where,
+                 new.shape.array_shape[0] - 1, path, "x".join(str(d) for d in new.shape.array_shape))
+        return out
+
     def _whole_chunk(self, ds: Dataset, pipe: Pipeline, img: Segments, src: ByteSource,
                      coords: tuple[int, ...], where: str, cache: SegmentCache | None = None) -> bytes:
         region = chunk_region(ds, coords)
@@ -428,6 +463,13 @@ class TiffIngester:
 
 
 # -- helpers ------------------------------------------------------------------------------
+# attributes that say something per dimension: not carried to a dataset of one more (_stacked)
+_RANK_BOUND = frozenset({"axes", "_ARRAY_DIMENSIONS", "DIMENSION_LABELS", "_Netcdf4Coordinates", "_Netcdf4Dimid",
+                         "element_size_um", "scale", "pixel_size"})
+# attributes by which other objects refer to a dataset (HDF5 dimension scales): it is never replaced
+_RANK_BOUND_REFS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS")
+
+
 def _geo_change(ds: Dataset, key: Any, served_extra: list[str]) -> ObjectChange | None:
     """GeoTIFF/GDAL tags edited in place (``gdal_edit.py -a_srs/-a_ullr/-a_nodata/-mo``,
     ``-unsetnodata``): the attributes whose tag now says something else, and those whose tag

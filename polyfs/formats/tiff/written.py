@@ -182,16 +182,18 @@ def open_tiff(src: ByteSource, generic: bool = False):
     return tifffile.TiffFile(SourceReader(src), **flags)  # type: ignore[arg-type]
 
 
-def pages_beyond(tif: Any, where: str = "") -> int:
+def pages_beyond(tif: Any, where: str = "", several: bool = False) -> int:
     """Full-resolution pages of the key page's shape and type after those the file's described
     series lists: pages appended to a file whose description predates them (``tiffcp -a``,
     ``tifffile.imwrite(..., append=True)`` onto the view's file), in any tiling, strips or
     compression. Reduced-resolution pages and masks (pyramid levels, NewSubfileType bits 0
     and 2) are not counted; a full-resolution page of another shape or type is refused
     (UnsupportedType): it would be dropped unseen, and ``tiffcp -a`` cannot report a refusal
-    at close."""
+    at close. ``several``: the file is the view's own written over, so pages appended with their
+    own description (tifffile's ``append="force"`` onto a shaped RGB file: a series each) count
+    too."""
     series = [s for s in tif.series if s is not None and len(s.pages)]
-    if len(series) != 1 or not any(getattr(tif, f, False) for f in DESCRIBED):
+    if not series or (len(series) != 1 and not several) or not any(getattr(tif, f, False) for f in DESCRIBED):
         return 0
     listed = len(series[0].pages)
     total = len(tif.pages)
@@ -213,7 +215,9 @@ def pages_beyond(tif: Any, where: str = "") -> int:
     return extra
 
 
-def one_series(tif, where: str):
+def one_series(tif, where: str, flat: bool = False):
+    """The file's one image; ``flat``: several series of one page shape are one stack of all their
+    pages even when they are alike (pages appended to a stack in another layout than its own)."""
     series = [s for s in tif.series if s is not None and len(s.pages)]
     if not series:
         raise InvalidInput(f"{where}: the file holds no image")
@@ -234,7 +238,7 @@ def one_series(tif, where: str):
                                   f"a file of this view is one dataset")
         # pages written one by one (tifffile.TiffWriter.write per page), or appended in another
         # tiling, strips or compression than the pages before them (tifffile's series split there)
-        series = [_Stack(series)]
+        series = [_Stack(series, flat)]
     s = series[0]
     if any(int(d) <= 0 for d in s.shape) or any(int(d) <= 0 for d in s.keyframe.shaped):
         raise InvalidInput(f"{where}: the image has no pixels (no ImageWidth/ImageLength, or an empty IFD)")
@@ -245,14 +249,14 @@ class _Stack:
     """Several series of one shape and type (each page written as its own image) as one series
     stacked along a new first dimension (what tifffile shows of the view's own stacks); series
     of one page shape but different lengths (a stack and pages appended to it) as one stack of
-    all their pages."""
+    all their pages (``flat``: also when they are alike)."""
 
-    def __init__(self, series: list) -> None:
+    def __init__(self, series: list, flat: bool = False) -> None:
         first = series[0]
         self.pages = [p for x in series for p in x.pages]
         self.keyframe = first.keyframe
         axes = str(first.axes or "")
-        if all(tuple(x.shape) == tuple(first.shape) for x in series[1:]):
+        if not flat and all(tuple(x.shape) == tuple(first.shape) for x in series[1:]):
             self.shape = (len(series), *first.shape)
         else:  # stacks and pages of one page shape: one stack of every page
             self.shape = (len(self.pages), *first.keyframe.shape)
