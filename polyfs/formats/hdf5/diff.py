@@ -56,8 +56,9 @@ from ...vfile import ChunkRun
 from ...writes.chunkin import Incoming, stored_dtype, to_stored
 from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, HDF5File, Planner, dimension_scale_class, external_file
-from .hints import UNTRACKED_HINT, file_tracks_attribute_order, set_hint
+from .hints import file_tracks_attribute_order, record_untracked_orders
 from .ncfill import shown_fill
+from .typeuse import committed_in_use
 from .scales import SCALE_ATTRS, same_as_shown
 from .filetypes import model_type
 from .source import HDF5Importer, _Object, scalar_block
@@ -226,7 +227,8 @@ class DocumentDiff:
         reachable = {e.obj.id for e in self.model.walk()}
         if self.current is not self.model:  # removed meanwhile by another writer: gone already
             reachable &= {e.obj.id for e in self.current.walk()}
-        self.out.removed = sorted(reachable - seen - self.planner.left_out.keys())  # not shown is not deleted
+        unreached = reachable - seen - self.planner.left_out.keys()  # not shown is not deleted
+        self.out.removed = sorted(unreached - committed_in_use(self.model, unreached))  # unlinked, still used
         if self.out.removed and not self.trusted:
             gone = ", ".join(self.model.canonical_paths().get(i, i) for i in self.out.removed[:3])
             raise self.refuse(gone, "the domain changed in the store since this file was opened, so objects "
@@ -395,8 +397,7 @@ class DocumentDiff:
             raise UnsupportedType(f"{self.where}: {exc}") from None
         got = self.sink.attrs.get(obj.model.id, {})
         if self.is_new(obj):
-            if file_tracks_attribute_order(h5obj) is False:  # netCDF-C's objects made in an "a" session
-                set_hint(obj.model, UNTRACKED_HINT, True)
+            record_untracked_orders(h5obj, obj.model)  # netCDF-C's objects made in an "a" session, h5py's
             obj.model.attributes = dict(got)
             return
         shown = self.planner.shown.get(obj.model.id, set())

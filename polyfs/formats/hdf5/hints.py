@@ -10,7 +10,11 @@ names starting ``hdf5_`` (a rewrite through another view keeps them):
   creation order (h5py's default; netCDF-C's objects made in an ``"a"`` session). HDF5 lists
   them by name then, but iterating natively (netCDF-C, pyfive) in the order of the object
   header's messages, which the model keeps: the view's header tracks no order either, so
-  both kinds of reader see what they saw in the file.
+  both kinds of reader see what they saw in the file;
+- a group's :data:`LINKS_UNTRACKED_HINT`: the group did not track its links' creation order
+  (h5py's default). HDF5 lists its links by name then (h5py's ``list(group)``), so the view's
+  group tracks no link order either and lists them as the file did (netCDF-C, which needs
+  every group to track it, cannot open such a file for writing: neither could it the file).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from .structs import SUPERBLOCK_VERSIONS
 
 SUPERBLOCK_HINT = "hdf5_superblock"
 UNTRACKED_HINT = "hdf5_attributes_untracked"
+LINKS_UNTRACKED_HINT = "hdf5_links_untracked"
 
 
 def hints(obj: Any) -> dict[str, Any]:
@@ -54,6 +59,36 @@ def keep_superblock_version(root: Any, f: Any) -> None:
 def tracks_attribute_order(obj: Any) -> bool:
     """Whether the view's header of ``obj`` numbers its attributes in creation order."""
     return not hints(obj).get(UNTRACKED_HINT)
+
+
+def tracks_link_order(g: Any) -> bool:
+    """Whether the view's group ``g`` numbers its links in creation order (and lists them so)."""
+    return not hints(g).get(LINKS_UNTRACKED_HINT)
+
+
+def file_tracks_link_order(h5obj: Any) -> bool | None:
+    """Whether an h5py group (or file: its root) tracks its links' creation order (None: not a
+    group)."""
+    from h5py import h5f, h5g, h5p
+
+    gid = h5obj.id
+    if not isinstance(gid, h5g.GroupID):
+        return None
+    try:
+        if isinstance(gid, h5f.FileID):  # its creation properties are the file's, not the root's
+            gid = h5g.open(gid, b"/")
+        return bool(gid.get_create_plist().get_link_creation_order() & h5p.CRT_ORDER_TRACKED)
+    except Exception:  # noqa: BLE001 - no plist to ask
+        return None
+
+
+def record_untracked_orders(h5obj: Any, model: Any) -> None:
+    """Hint on the model object made from ``h5obj`` the creation orders it did not track
+    (attributes: netCDF-C's objects made in an "a" session, h5py's; links: h5py's groups)."""
+    if file_tracks_attribute_order(h5obj) is False:
+        set_hint(model, UNTRACKED_HINT, True)
+    if isinstance(model, Group) and file_tracks_link_order(h5obj) is False:
+        set_hint(model, LINKS_UNTRACKED_HINT, True)
 
 
 def file_tracks_attribute_order(h5obj: Any) -> bool | None:

@@ -76,7 +76,7 @@ from .dtypes import DiskEncoder, disk_fill, disk_itemsize, fixed, has_padding, s
 from .layout import Block, Blob, FilePlan, blob_block
 from .ncfill import shown_fill
 from .scales import Synthesized, synthesize
-from .hints import SUPERBLOCK_HINT, hints, tracks_attribute_order
+from .hints import SUPERBLOCK_HINT, hints, tracks_attribute_order, tracks_link_order
 from .names import name_bytes
 from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SUPERBLOCK_V2, SUPERBLOCK_VERSIONS, SYMBOL_TABLE_ENTRY, lookup3
 from .vlheap import GlobalHeap, vlen_chunks
@@ -275,9 +275,12 @@ class DomainRenderer:
         links = self._shown_links(g, path)
         if len(links) <= COMPACT_LINKS or any(link.kind == "external" for link in links):
             # link messages in the header, each with its creation order (links in the order they
-            # were made): netCDF-4 opens a file for writing only when every group tracks it
+            # were made): netCDF-4 opens a file for writing only when every group tracks it. A
+            # group that did not track it (h5py's) tracks none: HDF5 lists its links by name (and
+            # in the header's order, pyfive's, as made). Its links keep their numbers: diff.py tells
+            # a link kept from one HDF5 made again by them (made again, a link has none)
             ordered = sorted(links, key=lambda lk: (lk.created, lk.name))
-            msgs = [M.link_info(len(ordered)), M.group_info()]
+            msgs = [M.link_info(len(ordered) if tracks_link_order(g) else None), M.group_info()]
             for order, link in enumerate(ordered):
                 msgs.append(self._link_message(link, order))
             return msgs

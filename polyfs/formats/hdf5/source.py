@@ -58,7 +58,7 @@ from .region import selection_json
 from .filetypes import model_type, raw_layout_matches, raw_read_type, read_raw
 from .vlenorder import fix_vlen_order
 from .names import NOT_UTF8, TARGET_NOT_UTF8, bad_name, link_text
-from .hints import UNTRACKED_HINT, file_tracks_attribute_order, keep_superblock_version, native_attribute_order, set_hint
+from .hints import file_tracks_attribute_order, keep_superblock_version, native_attribute_order, record_untracked_orders
 from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
 
@@ -127,6 +127,7 @@ class HDF5Importer:
         self.opts = opts
         self.objects: dict[tuple, _Object] = {}
         self.links: list[_Link] = []
+        self.anonymous: dict[tuple, Datatype] = {}  # committed types no link reaches (type_of)
         self.file = None
         # where a virtual dataset's other source files are looked for (None: nowhere, a file
         # written through the view has no directory of its own)
@@ -231,11 +232,19 @@ class HDF5Importer:
         return h5py.Dataset(h5d.open(self.file.id, path.encode("utf-8"), dapl=dapl))
 
     def type_of(self, tid, where: str) -> T.DType:
+        """The model type of ``tid``; a committed type no link reaches (h5copy copies a dataset's
+        committed type so; HDF5 keeps one whose link was deleted) is made an unlinked datatype,
+        as HDF5 and HSDS hold it, when this import makes objects (diff.py's does not)."""
         inner = model_type(tid, where)
         if tid.committed():
-            obj = self.objects.get(self.key(tid))
+            key = self.key(tid)
+            obj = self.objects.get(key)
             if obj is not None and obj.kind == "datatype" and obj.model is not None:
                 return T.Committed(obj.model.id, inner)
+            if obj is None and isinstance(self.writer, DomainWriter):
+                if key not in self.anonymous:
+                    self.anonymous[key] = self.writer.add_datatype(None, None, inner)
+                return T.Committed(self.anonymous[key].id, inner)
         return inner
 
     def _plan(self) -> None:
@@ -485,8 +494,7 @@ class HDF5Importer:
     def _attributes(self) -> None:
         for obj in self.objects.values():
             h5obj = self.file[obj.path] if obj.path != "/" else self.file
-            if file_tracks_attribute_order(h5obj) is False:  # its header's order kept, by name to h5py
-                set_hint(obj.model, UNTRACKED_HINT, True)
+            record_untracked_orders(h5obj, obj.model)  # its header's order kept, by name to h5py
             self._copy_attrs(h5obj, obj.model, obj.path)
 
     def _copy_attrs(self, h5obj, target: Group | Dataset | Datatype, opath: str) -> None:
