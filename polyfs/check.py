@@ -48,6 +48,9 @@ def _deflate_only(pipeline) -> bool:
 
 
 def check_store(url: str, domain: str | None = None, deep: bool = False, repair: bool = False) -> Report:
+    from .importers import check_store_path
+
+    check_store_path(str(url))  # a file named as the store: not "does not exist"
     store = open_store(url, read_only=not repair)
     refusal = store.write_refusal() if repair else None
     if refusal:  # else every rebuild fails with a warning and is still reported as repaired
@@ -57,11 +60,13 @@ def check_store(url: str, domain: str | None = None, deep: bool = False, repair:
     if domain is None:  # first: removing a killed writer's temporary changes its chunk directory,
         _check_leftovers(store, repair, report)  # which the persisted chunk indexes checked below record
     domains = _domains_to_check(catalog, domain) if domain else catalog.list_domains()
+    unloadable = 0
     for path in domains:
         try:
             model = catalog.load(path)
         except PolyfsError as exc:
             report.problems.append(f"{path}: {one_line(exc)}")
+            unloadable += 1
             continue
         report.checked["domains"] += 1
         for ds in model.datasets.values():
@@ -69,9 +74,29 @@ def check_store(url: str, domain: str | None = None, deep: bool = False, repair:
             _check_dataset(catalog, path, ds, deep, repair, report)
     if domain is None:
         roots = _all_roots(catalog, report)
-        if roots is not None:
-            _check_orphans(catalog, {keys.domain_db_prefix(r) for r in roots}, repair, report)
+        live = None if roots is None else _live_prefixes(roots, report)
+        if live is not None:
+            # a domain that does not load may name its objects wrongly (a hand-edited root id):
+            # what looks unreachable then may be its data, so nothing is deleted until it loads
+            keep = repair and unloadable > 0
+            _check_orphans(catalog, live, repair and not keep, report)
+            if keep:
+                report.notes.append(f"unreachable objects not deleted: {unloadable} domain(s) do not load "
+                                    "(fix or remove them, then --repair again)")
     return report
+
+
+def _live_prefixes(roots: set[str], report: Report) -> set[str] | None:
+    """The ``db/`` prefixes the roots name, or None when one is malformed (then which
+    objects that domain holds is unknown, and nothing may be called unreachable)."""
+    out = set()
+    for root in roots:
+        try:
+            out.add(keys.domain_db_prefix(root))
+        except PolyfsError as exc:
+            report.problems.append(f"root {root!r}: {one_line(exc)}; not looking for unreachable objects")
+            return None
+    return out
 
 
 def _domains_to_check(catalog: Catalog, domain: str) -> list[str]:
@@ -110,7 +135,12 @@ def _all_roots(catalog: Catalog, report: Report) -> set[str] | None:
         except PolyfsError as exc:
             report.problems.append(f"{path}: {one_line(exc)}; not looking for unreachable objects")
             return None
-        root = body.get("root") if isinstance(body, dict) else None
+        if not isinstance(body, dict):  # damaged: which objects it names is unknown (was: none,
+            # and --repair deleted the whole domain's data as unreachable)
+            report.problems.append(f"{path}: its .domain.json is {type(body).__name__}, not an object; "
+                                   "not looking for unreachable objects")
+            return None
+        root = body.get("root")
         if root and not isinstance(root, str):
             report.problems.append(f"{path}: its root is {root!r}, not a group id; not looking for unreachable objects")
             return None

@@ -70,7 +70,11 @@ def _add_mount(sub) -> None:
 
 def _add_umount(sub) -> None:
     p = sub.add_parser("umount", help="unmount (lazily if the daemon is gone)")
-    p.add_argument("mountpoint", help="the directory a store is mounted on")
+    p.add_argument("mountpoint", nargs="?", help="the directory a store is mounted on (or 'mountpoint' in --config)")
+    p.add_argument("--config", default=None, help="take the mountpoint from this config file (TOML, as for mount)")
+    p.add_argument("--if-dead", action="store_true",
+                   help="only a polyfs mount whose daemon is gone; anything else (nothing mounted, a live "
+                        "mount) is left alone with exit 0 (systemd's ExecStopPost)")
     p.set_defaults(func=cmd_umount)
 
 
@@ -85,10 +89,20 @@ def _add_check(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="polyfs", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"polyfs {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_import, _add_info, _add_create, _add_mount, _add_umount, _add_check):
         add(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("polyfs")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 # -- command functions ------------------------------------------------------
@@ -132,9 +146,13 @@ def cmd_mount(args) -> int:
 
 
 def cmd_umount(args) -> int:
-    from .daemon import umount
+    from .config import mountpoint_of
+    from .daemon import dead_mount, umount
 
-    umount(args.mountpoint)
+    mountpoint = mountpoint_of(args)
+    if args.if_dead and not dead_mount(mountpoint):
+        return 0
+    umount(mountpoint)
     return 0
 
 

@@ -8,6 +8,8 @@ options (``name=value``, or a bare flag such as ``unsharded``).
 """
 from __future__ import annotations
 
+import difflib
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -35,6 +37,14 @@ _POLYFS_OPTIONS: dict[str, tuple[str, type]] = {
     "scratch_dir": ("scratch_dir", str),
     "views": ("views", str),
     "shard_shape": ("shard_shape", str),
+}
+
+# what each numeric option may be (low, high; None: unbounded): a value outside mounted
+# anyway and failed later (threads=0 hung every request, tiff_level=42 failed every read)
+_RANGES: dict[str, tuple[float, float | None]] = {
+    "shard_max_chunks": (1, None), "tiff_level": (0, 9), "cache_mb": (0, None), "cache_gb": (0, None),
+    "read_ahead_kb": (0, None), "max_background": (0, 65535), "entry_timeout": (0, None),
+    "domain_ttl": (0, None), "threads": (1, 4096), "write_buffer_mb": (0, None),
 }
 
 # FUSE options polyfs sets itself or that break pyfuse3 (DESIGN.md section 5)
@@ -97,25 +107,83 @@ def _coerce(name: str, value: Any, typ: type) -> Any:
         if s in ("0", "false", "no", "off"):
             return False
         raise InvalidInput(f"option {name}: expected a boolean, got {value!r}")
+    if typ in (int, float) and isinstance(value, bool):  # TOML true, or a bare -o name
+        raise InvalidInput(f"option {name}: expected a number ({name}=N), got {value!r}")
+    if typ is int and isinstance(value, float) and not value.is_integer():
+        raise InvalidInput(f"option {name}: expected int, got {value!r}")
+    if typ is str and not isinstance(value, str):
+        raise InvalidInput(f"option {name}: expected a string, got {value!r}")
     try:
         return typ(value)
     except (TypeError, ValueError):
         raise InvalidInput(f"option {name}: expected {typ.__name__}, got {value!r}") from None
 
 
+def _unknown(source: str, key: str) -> InvalidInput:
+    """One line naming the unknown key, with the nearest known name (a typo is the usual cause)."""
+    known = [f.name for f in fields(MountConfig)] + ["options"]
+    near = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return InvalidInput(f"{source}: unknown option {key!r}{hint}")
+
+
+def validate(cfg: MountConfig) -> None:
+    """Refuse values no mount can use, each with one line naming the option and its range."""
+    for name, (low, high) in _RANGES.items():
+        value = getattr(cfg, name)
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            want = f"{low:g}..{high:g}" if high is not None else f">= {low:g}"
+            raise InvalidInput(f"option {name}: must be {want}, got {value}")
+    cfg.views = cfg.views.replace(":", ",")  # -o views=a:b (commas split -o), or a,b in a config file
+    names = [v.strip() for v in cfg.views.split(",") if v.strip()]
+    if cfg.views.strip() and not names:
+        raise InvalidInput(f"option views: no view named in {cfg.views!r}")
+    from .formats import formats
+
+    known = [f.name for f in formats()]
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise InvalidInput(f"option views: unknown view {bad[0]!r} (known: {', '.join(known)})")
+
+
 def _apply(cfg: MountConfig, values: dict[str, Any], source: str) -> None:
-    types = {f.name: f.type for f in fields(MountConfig)}
     for key, value in values.items():
-        if key == "options":
-            apply_o_options(cfg, value if isinstance(value, str) else ",".join(value))
-            continue
-        if key not in types:
-            raise InvalidInput(f"{source}: unknown option {key!r}")
-        typ = {"bool": bool, "int": int, "float": float, "str": str}.get(str(types[key]), str)
-        if key == "fuse_options":
-            cfg.fuse_options.extend(value if isinstance(value, list) else str(value).split(","))
+        try:
+            _apply_one(cfg, key, value, source)
+        except InvalidInput as exc:
+            text = str(exc)
+            raise InvalidInput(text if text.startswith(source) else f"{source}: {text}") from None
+
+
+def _apply_one(cfg: MountConfig, key: str, value: Any, source: str) -> None:
+    types = {f.name: f.type for f in fields(MountConfig)}
+    if key == "options":
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = ",".join(value)
+        if not isinstance(value, str):
+            raise InvalidInput(f"option options: expected a string or a list of strings, got {value!r}")
+        apply_o_options(cfg, value)
+        return
+    if key not in types and (key in _POLYFS_OPTIONS or key in ("ro", "rw")):  # an -o name (README)
+        if isinstance(value, bool):
+            apply_o_options(cfg, key if value else f"{key}=0")
+        elif key in ("ro", "rw"):
+            raise InvalidInput(f"option {key}: expected a boolean, got {value!r}")
         else:
-            setattr(cfg, key, _coerce(key, value, typ))
+            apply_o_options(cfg, f"{key}={value}")
+        return
+    if key not in types:
+        raise _unknown(source, key)
+    typ = {"bool": bool, "int": int, "float": float, "str": str}.get(str(types[key]), str)
+    if key == "fuse_options":
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            cfg.fuse_options.extend(value)
+        elif isinstance(value, str):
+            cfg.fuse_options.extend(filter(None, value.split(",")))
+        else:
+            raise InvalidInput(f"option fuse_options: expected a string or a list of strings, got {value!r}")
+    else:
+        setattr(cfg, key, _coerce(key, value, typ))
 
 
 def apply_o_options(cfg: MountConfig, text: str) -> None:
@@ -126,14 +194,17 @@ def apply_o_options(cfg: MountConfig, text: str) -> None:
             raise InvalidInput(f"-o {name}: {_REJECTED_FUSE[name]}")
         if name in _POLYFS_OPTIONS:
             attr, typ = _POLYFS_OPTIONS[name]
-            if name == "unsharded":
-                cfg.zarr_sharded = False
+            if typ is not bool and not eq:
+                raise InvalidInput(f"-o {name}: needs a value ({name}=...)")
+            if name == "unsharded":  # a flag; unsharded=0 means sharded
+                cfg.zarr_sharded = not _coerce(name, value if eq else True, bool)
             elif name == "views":
                 cfg.views = value.replace(":", ",")
             else:
                 setattr(cfg, attr, _coerce(name, value if eq else True, typ))
         elif name in ("ro", "rw"):
-            cfg.read_only = name == "ro"
+            on = _coerce(name, value if eq else True, bool)
+            cfg.read_only = on if name == "ro" else not on
         elif name in ("defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail", "users"):
             continue  # fstab/mount(8) bookkeeping, not for FUSE
         elif name.startswith("x-"):
@@ -142,20 +213,46 @@ def apply_o_options(cfg: MountConfig, text: str) -> None:
             cfg.fuse_options.append(item)
 
 
+def mountpoint_of(args: Any, environ: dict[str, str] | None = None) -> str:
+    """The mountpoint ``polyfs umount`` acts on: given, or the config file's (so a systemd unit
+    that only knows its config file can clear a mount its crashed daemon left dead)."""
+    if getattr(args, "mountpoint", None):
+        return args.mountpoint
+    environ = os.environ if environ is None else environ
+    path = getattr(args, "config", None) or environ.get("POLYFS_CONFIG")
+    if not path:
+        raise InvalidInput("a mountpoint (or --config with one) is required")
+    cfg = MountConfig()
+    _apply(cfg, _read_config(path), f"config file {path}")
+    if not cfg.mountpoint:
+        raise InvalidInput(f"config file {path}: no mountpoint")
+    return os.path.abspath(cfg.mountpoint)
+
+
+def _read_config(path: str) -> dict[str, Any]:
+    """The ``[mount]`` table of a TOML config file (or its top level, without one)."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise InvalidInput(f"config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInput(f"config file {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"config file {path}: not UTF-8 text") from None
+    table = data.get("mount", data)
+    if not isinstance(table, dict):
+        raise InvalidInput(f"config file {path}: [mount] must be a table of options")
+    return dict(table)
+
+
 def load(args: Any, environ: dict[str, str] | None = None) -> MountConfig:
     """Build the configuration from a config file, the environment and parsed flags."""
     environ = os.environ if environ is None else environ
     cfg = MountConfig()
     path = getattr(args, "config", None) or environ.get("POLYFS_CONFIG")
     if path:
-        try:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        except OSError as exc:
-            raise InvalidInput(f"config file {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InvalidInput(f"config file {path}: {exc}") from None
-        _apply(cfg, dict(data.get("mount", data)), f"config file {path}")
+        _apply(cfg, _read_config(path), f"config file {path}")
     env_values = {}
     for f in fields(MountConfig):
         key = "POLYFS_" + f.name.upper()
@@ -178,10 +275,7 @@ def load(args: Any, environ: dict[str, str] | None = None) -> MountConfig:
         cfg.log_file = args.log_file
     if not cfg.store or not cfg.mountpoint:
         raise InvalidInput("a store and a mountpoint are required")
-    if cfg.cache_gb < 0:
-        raise InvalidInput(f"option cache_gb: must be >= 0, got {cfg.cache_gb}")
-    if not 0 <= cfg.max_background <= 65535:
-        raise InvalidInput(f"option max_background: must be 0..65535, got {cfg.max_background}")
+    validate(cfg)
     # the daemon changes to / before using any of these: relative paths mean the caller's
     if "://" not in cfg.store:
         cfg.store = os.path.abspath(cfg.store)

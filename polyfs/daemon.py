@@ -11,6 +11,7 @@ import errno
 import logging
 import logging.handlers
 import os
+import re
 import signal
 import socket
 import stat
@@ -52,12 +53,19 @@ def _mountinfo_field(mountpoint: str, pick: Callable[[list[str]], str]) -> str |
     return got
 
 
+def _unescape(field: str) -> str:
+    """A mountinfo path field as the path it names: the kernel writes space, tab, newline and
+    backslash as octal escapes and every other byte as it is (UTF-8 names stay UTF-8, which
+    ``unicode_escape`` turned into mojibake: a mount on ``/mnt/ü`` was "not mounted")."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def _mountinfo_line(target: str, pick: Callable[[list[str]], str]) -> str | None:
     try:
-        with open("/proc/self/mountinfo") as f:
+        with open("/proc/self/mountinfo", encoding=sys.getfilesystemencoding(), errors="surrogateescape") as f:
             for line in f:
                 parts = line.split()
-                if parts[4].encode().decode("unicode_escape") == target:
+                if _unescape(parts[4]) == target:
                     return pick(parts)
     except (OSError, ValueError, IndexError):
         return None
@@ -121,8 +129,10 @@ def _user_allow_other(conf: str = "/etc/fuse.conf") -> bool:
 
 
 def open_checked_store(cfg: config_mod.MountConfig) -> "Store":
+    from .importers import check_store_path
     from .store import open_store
 
+    check_store_path(cfg.store)  # a file named as the store: not "does not exist"
     try:
         store = open_store(cfg.store, read_only=cfg.read_only)  # writable: polyfs keeps derived data
         store.list_dir("")  # reachable, listable (bucket exists, credentials work)
@@ -273,6 +283,23 @@ def note_daemon(mountpoint: str) -> str | None:
     return path
 
 
+def dead_mount(mountpoint: str) -> bool:
+    """Whether a polyfs mount is at ``mountpoint`` and its daemon is gone: the daemon noted by
+    its connection has exited, or, unnoted, the mount answers ENOTCONN. A live mount (another
+    instance's, one mounted by hand) is not dead, whoever asks."""
+    if mounted_fs(mountpoint) != "fuse.polyfs":
+        return False
+    conn = connection_of(mountpoint)
+    try:
+        with open(_conn_file(conn or "none")) as f:
+            pid_text, noted_at = f.read().split(maxsplit=1)
+        if noted_at.strip() == mount_path(mountpoint):
+            return _gone(int(pid_text))
+    except (OSError, ValueError):
+        pass
+    return not _alive(mountpoint)
+
+
 def _gone(pid: int) -> bool:
     """Whether process ``pid`` has exited (a zombie counts: its threads may still be stuck)."""
     try:
@@ -328,12 +355,20 @@ KNOWN_FUSE_OPTIONS = frozenset((
     "max_idle_threads", "user", "nonempty"))
 
 
+class _Utf8Option(str):
+    """An option pyfuse3 passes on as UTF-8: it encodes every option as ASCII, so a store path
+    with a non-ASCII name (``/srv/données``) failed the mount with a UnicodeEncodeError."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:  # noqa: ARG002
+        return os.fsencode(str(self))
+
+
 def fuse_options(cfg: config_mod.MountConfig) -> set[str]:
     import pyfuse3
 
     opts = set(pyfuse3.default_options)
     # The store URL names the mount in mount(8)/df output; commas would split options.
-    opts |= {"fsname=" + cfg.store.replace("\\", "\\\\").replace(",", "\\,"), "subtype=polyfs"}
+    opts |= {_Utf8Option("fsname=" + cfg.store.replace("\\", "\\\\").replace(",", "\\,")), "subtype=polyfs"}
     if cfg.read_only:
         opts.add("ro")
     opts |= set(cfg.fuse_options)
@@ -446,8 +481,8 @@ def run(cfg: config_mod.MountConfig, on_ready: Callable[[], None] | None = None)
 
     async def watch_signals() -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            async for signum in signals:
-                log.info("signal %d: unmounting %s", signum, cfg.mountpoint)
+            async for signum in signals:  # one line at the default level: why the mount went away
+                log.warning("%s received: unmounting %s", signal.Signals(signum).name, cfg.mountpoint)
                 sd_notify("STOPPING=1")
                 pyfuse3.terminate()
                 return
@@ -511,9 +546,13 @@ def _daemonize_and_wait(cfg: config_mod.MountConfig, warning: str | None = None)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    setup_logging(cfg, daemon=True)
-    if warning:
-        log.warning("%s", warning)
+    try:
+        setup_logging(cfg, daemon=True)
+    except OSError as exc:  # checked before the fork; gone since
+        os.write(w, f"ERR log file {cfg.log_file}: {exc.strerror or exc}\n".encode())
+        os._exit(1)
+    for line in (warning or "").splitlines():
+        log.warning("%s", line)
 
     def ready() -> None:
         try:
@@ -542,20 +581,52 @@ def _daemonize_and_wait(cfg: config_mod.MountConfig, warning: str | None = None)
     os._exit(code)
 
 
+def hidden_entries(mountpoint: str) -> str | None:
+    """A warning when the mountpoint holds files: FUSE 3 mounts over them, and they vanish
+    from view until the unmount (a mistyped mountpoint looked like lost data)."""
+    try:
+        with os.scandir(mountpoint) as it:
+            n = sum(1 for _ in it)
+    except OSError:
+        return None
+    if not n:
+        return None
+    return f"mountpoint {mountpoint} is not empty: its {n} entries are hidden until the unmount"
+
+
+def check_log_file(cfg: config_mod.MountConfig) -> None:
+    """The log file can be opened, checked before forking: the daemon opens it first thing,
+    with nowhere yet to say why it cannot ("the daemon exited before the mount was ready")."""
+    if not cfg.log_file:
+        return
+    try:
+        with open(cfg.log_file, "a"):
+            pass
+    except OSError as exc:
+        raise MountError(f"log file {cfg.log_file}: {exc.strerror}") from None
+
+
 def mount_command(args) -> int:
     cfg = config_mod.load(args)
+    check_log_file(cfg)
     if cfg.foreground:
         setup_logging(cfg, daemon=False)
+        preflight(cfg)
+        hidden = hidden_entries(cfg.mountpoint)  # looked at before the mount covers them
         warning = settle_read_only(cfg)
         if warning:
             log.warning("%s", warning)
-        run(cfg)
+        run(cfg, on_ready=(lambda: log.warning("%s", hidden)) if hidden else None)
         return 0
     preflight(cfg)  # cheap checks before forking give the clearest errors
+    hidden = hidden_entries(cfg.mountpoint)
     warning = settle_read_only(cfg)
     if warning:  # one line where the user looks (stderr), and in the daemon's log
         print(f"polyfs: warning: {warning}", file=sys.stderr)
-    return _daemonize_and_wait(cfg, warning)
+    code = _daemonize_and_wait(cfg, "\n".join(filter(None, (warning, hidden))) or None)
+    if code == 0 and hidden:  # only once mounted: a failed mount says its one error line alone
+        print(f"polyfs: warning: {hidden}", file=sys.stderr)
+    return code
 
 
 def umount(mountpoint: str) -> None:
@@ -563,8 +634,11 @@ def umount(mountpoint: str) -> None:
     still open (then one note on stderr: the mount is detached at once, but its daemon serves
     the open files, and stores what they write at their close, until the last one is closed;
     a new mount of the store meanwhile is a second daemon writing it)."""
-    if mounted_fs(mountpoint) is None:
+    fstype = mounted_fs(mountpoint)
+    if fstype is None:
         raise MountError(f"{mountpoint} is not mounted")
+    if fstype != "fuse.polyfs":  # its fallback is umount -l: a typo must not detach /home
+        raise MountError(f"{mountpoint} is a {fstype} mount, not a polyfs one; left alone")
     dead = abort_dead_connection(mountpoint, connection_of(mountpoint))
     if dead is not None:
         print(f"polyfs: note: the daemon of {mountpoint} (pid {dead}) is gone: its FUSE connection was "

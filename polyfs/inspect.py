@@ -43,13 +43,18 @@ def create_domain(store_url: str, domain: str, owner: str = "admin") -> str:
 
 
 def info_text(store_url: str, domain: str | None = None) -> str:
+    from .importers import check_store_path
+
+    check_store_path(str(store_url))  # a file named as the store: not "does not exist"
     store = open_store(str(store_url), read_only=True)
     catalog = Catalog(store)
     if domain is None:
-        domains = catalog.list_domains()
-        if not domains:
-            return f"no domains in {store.url}\n"
-        return "".join(d + "\n" for d in domains)
+        domains, folders = catalog.list_tree()
+        # a .domain.json that does not parse is neither: named, so it is not silently missing
+        damaged = sorted(set(catalog.list_domains(include_folders=True)) - set(domains) - set(folders))
+        lines = [d + "\n" for d in domains]
+        lines += [f"{d}  (unreadable .domain.json; see 'polyfs check')\n" for d in damaged]
+        return "".join(lines) or f"no domains in {store.url}\n"
     path = keys.normalize_domain(domain)
     try:
         model = catalog.load(path)

@@ -12,6 +12,8 @@ from typing import Sequence
 
 from .cli import main as polyfs_main
 
+USAGE = "usage: mount.polyfs STORE MOUNTPOINT [-o options]"
+
 
 def parse(argv: Sequence[str]) -> tuple[list[str], bool]:
     """(polyfs mount arguments, fake) from a mount(8) helper command line."""
@@ -23,18 +25,22 @@ def parse(argv: Sequence[str]) -> tuple[list[str], bool]:
         a = argv[i]
         if a == "-o":
             i += 1
+            if i == len(argv):  # was an IndexError traceback
+                raise SystemExit(USAGE)
             options.append(argv[i])
         elif a.startswith("-o") and len(a) > 2:
             options.append(a[2:])
         elif a in ("-t", "-N"):
             i += 1  # type / namespace: nothing for us
+            if i == len(argv):
+                raise SystemExit(USAGE)
         elif a.startswith("-") and len(a) > 1:
             fake = fake or "f" in a[1:]  # -f: fake, do everything but mount
         else:
             positional.append(a)
         i += 1
     if len(positional) != 2:
-        raise SystemExit("usage: mount.polyfs STORE MOUNTPOINT [-o options]")
+        raise SystemExit(USAGE)
     args = ["mount", positional[0], positional[1]]
     for o in options:
         args += ["-o", o]
