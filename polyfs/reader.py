@@ -20,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Hashable
 
 from .errors import ChunkChanged, ChunkMissing, NotFound
+from .store.recent import kept_version
 from .vfile import LiteralPiece, Piece, ProducedPiece, RangePiece, VFile, coalesce
 
 log = logging.getLogger(__name__)
@@ -270,8 +271,7 @@ class Reader:
         try:
             n = self.store.read_into(p.key, p.start, dest, p.object_size)
         except ChunkChanged as exc:
-            recent = getattr(getattr(self.ctx, "catalog", None), "recent", None)
-            held = recent.get(p.key, p.object_size) if recent is not None else None
+            held = kept_version(self.ctx, p.key, p.object_size)
             if held is not None and p.start + p.length <= len(held):  # replaced here since the open
                 dest[:p.length] = held[p.start:p.start + p.length]
                 return

@@ -54,6 +54,9 @@ class Catalog:
         self._dataset_domain: dict[str, str] = {}  # dataset id -> domain path (for invalidation)
         self._generations: dict[str, int] = {}  # domain path -> bumped whenever its files must be re-planned
         self._untrusted: set[str] = set()  # datasets whose persisted index proved stale
+        # dataset id -> wall time of its last chunk change through this daemon: chunk writes date
+        # no metadata object, but ``ls -l`` and ``rsync -a`` must see the files holding them change
+        self._data_written: dict[str, float] = {}
         self._crc_locks: dict[str, threading.Lock] = {}  # dataset id -> serialises its CRC table's updates
         self._used: set[str] = set()  # domains whose files were asked for since the last refresh_used()
         self._refresh_due: dict[str, float] = {}  # domain -> when refresh_used() may re-read it again
@@ -603,6 +606,20 @@ class Catalog:
         return key, tag
 
     # -- changes made through the views (model/editor.py) ---------------------
+    def dataset_modified(self, ds: Dataset) -> float | None:
+        """When the files of ``ds`` last changed: its metadata, or its chunks through this daemon
+        (chunk writes date no metadata object, but ``ls -l`` and ``rsync -a`` must see them)."""
+        with self._lock:
+            return max(ds.last_modified, self._data_written.get(ds.id, 0.0)) or None
+
+    def domain_modified(self, model: DomainModel) -> float | None:
+        """When a file showing the whole domain last changed: its newest object or chunk write."""
+        with self._lock:
+            t = max((max(o.last_modified, self._data_written.get(o.id, 0.0))
+                     for o in (*model.groups.values(), *model.datasets.values(), *model.datatypes.values())),
+                    default=0.0)
+        return max(t, model.domain.last_modified) or None
+
     def touch(self, path: str) -> None:
         """Files of the domain laid out so far are out of date: have them re-planned."""
         path = keys.normalize_domain(path)
@@ -630,6 +647,7 @@ class Catalog:
         removed = list(removed)
         with self._lock:
             self._index_gen[dataset.id] = self._index_gen.get(dataset.id, 0) + 1
+            self._data_written[dataset.id] = time.time()
             idx = self._chunk_index.get(dataset.id)
             if idx is not None:
                 self._chunk_index[dataset.id] = idx.updated(sizes, removed)

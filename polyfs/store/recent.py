@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 RECENT_BYTES = 32 << 20  # replaced versions held, in all (part of the daemon's fixed budget)
 
@@ -43,3 +44,10 @@ class RecentVersions:
         """The replaced version of ``key`` that was ``size`` bytes long, if still held."""
         with self._lock:
             return self._held.get((key, size))
+
+
+def kept_version(ctx: Any, key: str, size: int) -> bytes | None:
+    """The version of ``key`` that was ``size`` bytes long, if the write side of ``ctx``'s
+    catalog replaced it a moment ago (a reader laid out before the write), else None."""
+    recent = getattr(getattr(ctx, "catalog", None), "recent", None)
+    return recent.get(key, size) if recent is not None else None

@@ -175,7 +175,7 @@ class InflatedGzipTrailer:
         return ("gzip-trailer-inflated", self.key, self.stored_size)
 
     def produce(self, ctx: Any) -> bytes:
-        stream = fetch_chunk(ctx, self.key)
+        stream = fetch_chunk(ctx, self.key, self.stored_size)
         try:
             raw = zlib.decompress(stream)
         except zlib.error as exc:

@@ -235,6 +235,15 @@ class _FileLeaf(FileNode):
     def vfile(self):
         return self._render.node().vfile()
 
+    @property  # type: ignore[override]
+    def mtime(self) -> float:
+        """The current rendering's: it moves when the domain changes (``rsync -a``, ``make``)."""
+        return self._render.node().mtime
+
+    @mtime.setter
+    def mtime(self, value: float) -> None:
+        pass  # FileNode's own stamp; the rendered node's is the one shown
+
     def resolved(self) -> FileNode:
         return self._render.node().resolved()
 
@@ -258,6 +267,17 @@ class _DirLeaf(DirNode):
 
     def entries(self) -> dict[str, Node]:
         return self._render.node().entries()
+
+    @property  # type: ignore[override]
+    def mtime(self) -> float:
+        """The current rendering's once there is one (see _FileLeaf.mtime); a ``stat`` of a
+        directory never loads its domain (``ls -l`` of thousands of domains)."""
+        node = self._render.current()
+        return node.mtime if node is not None else self._stamp
+
+    @mtime.setter
+    def mtime(self, value: float) -> None:
+        self._stamp = value
 
     def ready(self) -> bool:
         node = self._render.current()

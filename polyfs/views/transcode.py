@@ -11,14 +11,40 @@ from typing import Any, Callable, Hashable
 
 from ..codecs.pipeline import Pipeline, gzip_trailer
 from ..errors import ChunkChanged, ChunkMissing, CodecError, NotFound
+from ..store.recent import kept_version
 
 
-def fetch_chunk(ctx: Any, key: str) -> bytes:
-    """A whole stored chunk; a vanished object is ChunkMissing (EIO), logged by the caller."""
+def fetch_chunk(ctx: Any, key: str, expect_size: int = -1) -> bytes:
+    """A whole stored chunk; a vanished object is ChunkMissing (EIO), logged by the caller.
+    With ``expect_size`` (the size the file was laid out with), the version of that size:
+    the store's, else the one this daemon replaced since (a reader that opened before a
+    write through another view), else ChunkChanged (EIO)."""
     try:
-        return ctx.store.get(key)
+        data = ctx.store.get(key)
     except NotFound:
         raise ChunkMissing(f"chunk object {key} is missing from the store") from None
+    if expect_size < 0 or len(data) == expect_size:
+        return data
+    held = kept_version(ctx, key, expect_size)
+    if held is None:
+        raise ChunkChanged(f"chunk {key} changed size ({expect_size} -> {len(data)})")
+    return held
+
+
+def read_planned(ctx: Any, key: str, size: int, start: int, length: int) -> bytes:
+    """``length`` bytes at ``start`` of the version of ``key`` that was ``size`` bytes long
+    (what the file was laid out with): never bytes of a newer version under an old layout."""
+    buf = bytearray(length)
+    try:
+        n = ctx.store.read_into(key, start, memoryview(buf), size)
+    except NotFound:
+        raise ChunkMissing(f"chunk object {key} is missing from the store") from None
+    except ChunkChanged:
+        held = kept_version(ctx, key, size)
+        if held is None:
+            raise
+        return held[start:start + length]
+    return bytes(buf[:n])
 
 
 @dataclass(frozen=True)
@@ -93,14 +119,11 @@ class GzipTrailer:
         catalog = ctx.catalog
         if self.stored_size < ZLIB_MIN:
             raise CodecError(f"chunk {self.key}: {self.stored_size} bytes cannot be a zlib stream")
-        try:
-            tail = ctx.store.get_range(self.key, self.stored_size - 4, 4)
-        except NotFound:
-            raise ChunkMissing(f"chunk object {self.key} is missing from the store") from None
+        tail = read_planned(ctx, self.key, self.stored_size, self.stored_size - 4, 4)
         adler = int.from_bytes(tail, "big")
         crc = catalog.crc_table(self.dataset).lookup(self.linear, adler)
         if crc is None:
-            stream = fetch_chunk(ctx, self.key)
+            stream = fetch_chunk(ctx, self.key, self.stored_size)
             try:
                 crc = catalog.chunk_crc32(self.dataset, self.linear, stream)
             except zlib.error as exc:
@@ -153,9 +176,7 @@ class Crc32cTrailer:
         return ("crc32c-trailer", self.key, self.stored_size, self.head, self.skip_head, self.skip_tail, inner)
 
     def produce(self, ctx: Any) -> bytes:
-        stored = fetch_chunk(ctx, self.key)
-        if len(stored) != self.stored_size:
-            raise ChunkChanged(f"chunk {self.key} changed size ({self.stored_size} -> {len(stored)})")
+        stored = fetch_chunk(ctx, self.key, self.stored_size)
         body = memoryview(stored)[self.skip_head:len(stored) - self.skip_tail]
         tail = self.inner.produce(ctx) if self.inner is not None else b""
         return tail + crc32c_of(self.head, body, tail)

@@ -42,7 +42,7 @@ def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> FileNode:
         hf = build()
         return OpenedFile(model, holder["planner"], hf)
 
-    mtime = model.domain.last_modified or None
+    mtime = ctx.catalog.domain_modified(model)  # the newest object, chunk writes through any view included
     node = FileNode(name, lambda: build().vfile, mtime=mtime, size_hint=lambda: build().size)
     node.hdf5 = build  # type: ignore[attr-defined]  # tests and tools reach the plan through this
     node.opened = opened  # type: ignore[attr-defined]  # the ingester compares a written file with it

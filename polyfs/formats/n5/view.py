@@ -286,7 +286,7 @@ class DatasetPlan:
         rev = coords[:, ::-1]
         order = np.lexsort(tuple(rev[:, i] for i in reversed(range(rev.shape[1]))))
         rev, lin_sorted = rev[order], linear[order]
-        mtime = self.ds.last_modified or None
+        mtime = self.ctx.catalog.dataset_modified(self.ds)
         # file sizes from chunk sizes alone, so stat never builds a block's segments
         recipe, _ = self.recipe_compression
         stored = self.src.index.sizes_for(lin_sorted)

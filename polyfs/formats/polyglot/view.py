@@ -74,7 +74,7 @@ class _DatasetFiles:
     def __init__(self, model: DomainModel, ds: Dataset, parent: Group | None, path: str, ctx: ViewContext,
                  zdom: "_LazyZarrDomain") -> None:
         self.model, self.ds, self.parent, self.path, self.ctx, self.zdom = model, ds, parent, path, ctx, zdom
-        self.mtime = ds.last_modified or ds.created or None
+        self.mtime = ctx.catalog.dataset_modified(ds) or ds.created or None
 
     def vfile(self) -> VFile:
         pf = shared_file(self.model, self.ds, self.parent, self.path, self.ctx)

@@ -92,7 +92,7 @@ def build_vfile(ds: Dataset, parent: Group | None, name: str, title: str, ctx: V
 def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str, path: str,
                ctx: ViewContext, filename: str) -> FileNode:
     title = f"{model.path}{path}"
-    mtime = ds.last_modified or ds.created or None
+    mtime = ctx.catalog.dataset_modified(ds) or ds.created or None
 
     def build() -> VFile:  # zstd/uncompressed zero-copy images: the polyglot file (also HDF5, a Zarr shard)
         shared = polyglot.shared_file(model, ds, parent, path, ctx)

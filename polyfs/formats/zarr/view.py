@@ -545,7 +545,7 @@ class ArrayPlan:
         lay = self.layout
         if len(lay.files) == 0:
             return {}
-        mtime = self.ds.last_modified or None
+        mtime = self.ctx.catalog.dataset_modified(self.ds)
         keys = self.spelling.keys
         if self.is_scalar:
             return {keys.key(()): FileNode(keys.key(()), lambda: self.file_vfile(0), mtime)}
