@@ -119,7 +119,8 @@ def ome_not_kept(tif) -> list[str]:
 
     note("OME", ome)
     images = ome.get("Image")
-    bits = 8 * np.dtype(tif.series[0].dtype).itemsize if tif.series else None
+    dtype = np.dtype(tif.series[0].dtype) if tif.series else None
+    bits = None if dtype is None else 1 if dtype.kind == "b" else 8 * dtype.itemsize  # booleans: 1-bit
     for image in images if isinstance(images, list) else [images]:
         note("Image", image)
         pixels = image.get("Pixels") if isinstance(image, dict) else None

@@ -67,6 +67,7 @@ class TiffImage:
     extra: tuple[int, ...] = ()  # ExtraSamples
     tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # ColorMap, YCbCrSubSampling, GeoTIFF
     planes: int = 1  # samples in separate planes: that many consecutive planes make one page
+    bits: int = 0  # BitsPerSample when not the sample's whole bytes (1: booleans, raster.py)
 
     @property
     def per_pixel(self) -> int:
@@ -95,7 +96,7 @@ class TiffImage:
         out = {
             "ImageWidth": entry("ImageWidth", self.width, e, big),
             "ImageLength": entry("ImageLength", self.height, e, big),
-            "BitsPerSample": entry("BitsPerSample", [8 * dt.itemsize] * self.per_pixel, e, big),
+            "BitsPerSample": entry("BitsPerSample", [self.bits or 8 * dt.itemsize] * self.per_pixel, e, big),
             "Compression": entry("Compression", self.compression, e, big),
             "PhotometricInterpretation": entry("PhotometricInterpretation", self.photometric, e, big),
             "SamplesPerPixel": entry("SamplesPerPixel", self.per_pixel, e, big),
@@ -176,10 +177,10 @@ def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile
     if r is None:
         raise InvalidInput(f"{title}: not an image")
     dims = r.shape
-    meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples, r.planes)
+    meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples, r.planes, r.bits)
     return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), r.sample, tuple(tile),
                      compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra,
-                     r.tags + geo_tags(ds) + cf_geo_tags(ds, cf) + descriptive_tags(ds), r.planes)
+                     r.tags + geo_tags(ds) + cf_geo_tags(ds, cf) + descriptive_tags(ds), r.planes, r.bits)
 
 
 def compose(image: TiffImage, tiles: TileData) -> VFile:

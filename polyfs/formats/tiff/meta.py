@@ -412,7 +412,7 @@ def _channel_texts(v: Any, size: int) -> list[str] | None:
 
 
 def ome_xml(name: str | None, axes: Sequence[Axis], dtype: np.dtype, channels: Sequence[str] | None = None,
-            description: str | None = None) -> str:
+            description: str | None = None, bits: int | None = None) -> str:
     """OME-XML (2016-06) for one image whose planes are the file's IFDs in C order; ``name``: the
     image's (none: no Name, which is optional); ``channels``: the C axis's channel names;
     ``description``: the image's ``Description``."""
@@ -421,11 +421,11 @@ def ome_xml(name: str | None, axes: Sequence[Axis], dtype: np.dtype, channels: S
     order = "XY" + "".join(a.letter for a in reversed(lead))
     order += "".join(x for x in "ZCT" if x not in order)
     sizes = {x: (by[x].size if x in by else 1) for x in "XYZCT"}
-    ptype = OME_PIXEL_TYPES[dtype.kind + str(dtype.itemsize)]
+    ptype = "bit" if bits == 1 else OME_PIXEL_TYPES[dtype.kind + str(dtype.itemsize)]  # 1-bit: raster.py
     attrs = [f'ID="Pixels:0" DimensionOrder="{order}" Type="{ptype}"',
              " ".join(f'Size{x}="{sizes[x]}"' for x in "XYZCT"),
              f'BigEndian="{"true" if dtype.byteorder == ">" else "false"}" Interleaved="false"'
-             f' SignificantBits="{8 * dtype.itemsize}"']
+             f' SignificantBits="{bits or 8 * dtype.itemsize}"']
     for x in "XYZ":
         a = by.get(x)
         if a is not None and a.scale:
@@ -477,7 +477,7 @@ def _xml_text(ds: Dataset, key: str) -> str | None:
 
 
 def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np.dtype,
-             samples: int = 1, planes: int = 1) -> ImageMeta:
+             samples: int = 1, planes: int = 1, bits: int | None = None) -> ImageMeta:
     """Axes, pixel sizes and the first page's ImageDescription of one dataset. An image of
     several samples per pixel (the dataset's last dim) gets tifffile's shaped description
     with axes ``...YXS`` (what tifffile writes for RGB), its pixel sizes those of the rest;
@@ -506,6 +506,6 @@ def describe(ds: Dataset, parent: Group | None, name: str, title: str, dtype: np
     if ome_ok:
         c = next((a.size for a in axes if a.letter == "C"), 1)
         names = channel_names(ds, parent, name, c)
-        return ImageMeta(axes, "ome", ome_xml(own, axes, dtype, names, _xml_text(ds, "image_description")),
+        return ImageMeta(axes, "ome", ome_xml(own, axes, dtype, names, _xml_text(ds, "image_description"), bits),
                          resolution_tags(axes))
     return ImageMeta(axes, "shaped", shaped_json(axes, own), resolution_tags(axes))

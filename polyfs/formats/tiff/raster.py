@@ -32,6 +32,18 @@ its last two dimensions are the plane, the leading ones pages. Two cases differ:
   one page of S samples, PlanarConfiguration 2, its tiles those of the planes
   in order (so GDAL sees S bands, not S pages). ``planes`` is S; the planes stay
   pages of ``shape`` for everything that places tiles.
+- **HDF5 images** (the HDF5 Image and Palette Specification, what ``H5IMmake_image_24bit``,
+  HDFView and IDL write: attribute ``CLASS`` ``IMAGE``): an ``IMAGE_TRUECOLOR`` of 3 (or 4)
+  samples is an RGB image, its samples contig for ``INTERLACE_MODE`` ``INTERLACE_PIXEL`` (the
+  default, ``(H, W, 3)``) and separate planes for ``INTERLACE_PLANE`` (``(3, H, W)``); a
+  ``IMAGE_GRAYSCALE``/``IMAGE_BITMAP`` with ``IMAGE_WHITE_IS_ZERO`` 1 is MinIsWhite. Without
+  these an ``(H, W, 3)`` array stays H pages of W x 3 (a thin volume is as likely).
+- **1-bit images** (bilevel scans, fax pages, masks: a TIFF of BitsPerSample 1, which the
+  importer and the view's writes store as booleans with the attribute ``photometric``) are
+  served as they were written, BitsPerSample 1 (rows packed most significant bit first): as
+  8-bit 0 and 1 they showed black in every viewer (Pillow mode ``L``, OpenCV, GDAL without
+  NBITS) and tifffile read uint8, not bool. Their tiles are always transcoded. Other booleans
+  (h5py masks) stay 8-bit 0 and 1, their chunks served as they are.
 - **complex numbers**, stored as h5py's ``{r, i}`` compound of two floats (the
   same bytes as numpy's complex64/128): SampleFormat 6 (complex IEEE float),
   BitsPerSample 64 or 128, as tifffile and libtiff write them.
@@ -82,11 +94,19 @@ class Raster:
     # tags the photometric needs (ColorMap, YCbCrSubSampling): (tag name, values)
     tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
     planes: int = 1  # samples in separate planes (the third-last dim of shape when > 1)
+    bilevel: bool = False  # a 1-bit image as written (module doc): BitsPerSample 1
 
     @property
     def pixel(self) -> np.dtype:
         """One pixel's bytes as a numpy type (the sample type itself for one sample)."""
         return self.sample if self.samples == 1 else np.dtype((np.void, self.samples * self.sample.itemsize))
+
+    @property
+    def bits(self) -> int:
+        """BitsPerSample: 1 for a 1-bit image as written (module doc), else whole bytes."""
+        if self.bilevel:
+            return 1
+        return 8 * self.sample.itemsize
 
     @property
     def pixel_bytes(self) -> int:
@@ -132,12 +152,49 @@ def raster(ds: Dataset) -> Raster | None:
     planes = _planes(ds, dims) if samples == 1 else 1
     photometric, extra, tags = _photometric(ds, samples * planes, sample)
     extra = _extra_samples(ds, extra)
-    return Raster(dims, chunks, grid, samples, sample, photometric, extra, tags, planes)
+    bilevel = sample.kind == "b" and samples * planes == 1 and _text_attr(ds, "photometric") is not None
+    if bilevel and photometric == PHOTOMETRIC["PALETTE"]:
+        tags = tuple((k, v[:2].tolist() + v[256:258].tolist() + v[512:514].tolist()) if k == "ColorMap" else (k, v)
+                     for k, v in tags)  # 2 colours of the padded map (_colormap)
+    return Raster(dims, chunks, grid, samples, sample, photometric, extra, tags, planes, bilevel)
 
 
 def _text_attr(ds: Dataset, name: str) -> str | None:
     a = ds.attributes.get(name)
     return a.value if a is not None and isinstance(a.value, str) else None
+
+
+def _spec_text(ds: Dataset, name: str) -> str:
+    """An HDF5 Image Specification attribute's text, upper case ('' when absent): the spec's
+    writers store fixed-length null-terminated strings, h5py users ``np.bytes_`` or ``str``."""
+    a = ds.attributes.get(name)
+    v = a.value if a is not None else None
+    if isinstance(v, list) and len(v) == 1:
+        v = v[0]
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    if isinstance(v, (bytes, np.bytes_)):
+        v = bytes(v).decode("ascii", "replace")
+    return v.rstrip("\0").strip().upper() if isinstance(v, str) else ""
+
+
+def _h5_truecolor(ds: Dataset) -> str | None:
+    """``INTERLACE_PIXEL``/``INTERLACE_PLANE`` for an HDF5 Image Spec truecolor image, else None."""
+    if _spec_text(ds, "CLASS") != "IMAGE" or _spec_text(ds, "IMAGE_SUBCLASS") != "IMAGE_TRUECOLOR":
+        return None
+    return _spec_text(ds, "INTERLACE_MODE") or "INTERLACE_PIXEL"
+
+
+def _h5_white_is_zero(ds: Dataset) -> bool:
+    """An HDF5 Image Spec grey or bitmap image that says 0 is white (``IMAGE_WHITE_IS_ZERO`` 1)."""
+    if _spec_text(ds, "CLASS") != "IMAGE" or \
+            _spec_text(ds, "IMAGE_SUBCLASS") not in ("IMAGE_GRAYSCALE", "IMAGE_BITMAP"):
+        return False
+    a = ds.attributes.get("IMAGE_WHITE_IS_ZERO")
+    try:
+        return a is not None and int(np.asarray(a.value).reshape(-1)[0]) == 1
+    except (TypeError, ValueError, IndexError):
+        return False
 
 
 def _samples(ds: Dataset, dims: tuple[int, ...], chunks: tuple[int, ...]) -> int:
@@ -149,6 +206,8 @@ def _samples(ds: Dataset, dims: tuple[int, ...], chunks: tuple[int, ...]) -> int
         return dims[-1]
     photometric = (_text_attr(ds, "photometric") or "").upper()
     if photometric == "RGB" and dims[-1] in (3, 4):
+        return dims[-1]
+    if dims[-1] in (3, 4) and _h5_truecolor(ds) == "INTERLACE_PIXEL":
         return dims[-1]
     names = _dim_names(ds)
     if names is not None and names[-3] in Y_NAMES and names[-2] in X_NAMES and names[-1] in SAMPLE_NAMES:
@@ -171,6 +230,8 @@ def _planes(ds: Dataset, dims: tuple[int, ...]) -> int:
     axes = _text_attr(ds, "axes")
     if axes is not None and len(axes) == len(dims) and axes.endswith("SYX"):
         return dims[-3]
+    if dims[-3] in (3, 4) and _h5_truecolor(ds) == "INTERLACE_PLANE":
+        return dims[-3]
     names = _dim_names(ds)
     if names is not None and names[-3] in BAND_NAMES and names[-2] in Y_NAMES and names[-1] in X_NAMES:
         return dims[-3]
@@ -183,7 +244,7 @@ def _photometric(ds: Dataset, samples: int, sample: np.dtype
     said = (_text_attr(ds, "photometric") or "").upper()
     if samples in (3, 4) and said in ("", "RGB"):
         return PHOTOMETRIC["RGB"], (EXTRA_UNASSOCIATED_ALPHA,) * (samples - 3), ()
-    if said == "MINISWHITE":
+    if said == "MINISWHITE" or (not said and samples == 1 and _h5_white_is_zero(ds)):
         return PHOTOMETRIC["MINISWHITE"], (EXTRA_UNSPECIFIED,) * (samples - 1), ()
     if said == "SEPARATED" and samples >= 4:
         return PHOTOMETRIC["SEPARATED"], (EXTRA_UNSPECIFIED,) * (samples - 4), ()

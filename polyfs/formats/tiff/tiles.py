@@ -206,7 +206,7 @@ def zero_copy(ds: Dataset, idx: ChunkIndex | None, pipe: Pipeline) -> bool:
     if r is None:
         return False
     cy, cx = r.chunks[-2:]
-    if code is None or cy % 16 or cx % 16:
+    if code is None or cy % 16 or cx % 16 or r.bits < 8:  # 1-bit tiles are packed: transcoded
         return False
     return code == COMPRESSION_NONE or all(c == 1 for c in r.chunks[:-2])
 
@@ -294,15 +294,20 @@ class TranscodePlan:
         self.block = tuple(1 for _ in lead_chunks) if self.pipe.is_identity else tuple(lead_chunks)
         self.dtype = r.pixel  # one pixel (all its samples): a chunk's plane is (cy, cx) of them
         self.compression = COMPRESSION_NONE if self.level == 0 else COMPRESSION_DEFLATE
-        self.tile_raw = ty * tx * self.dtype.itemsize
+        self.packed = r.bits < 8  # 1-bit samples: each tile row packed into whole bytes
+        self.tile_raw = ty * (-(-tx // 8) if self.packed else tx * self.dtype.itemsize)
         self.fill_value = fill_pixels(self.ds, r, ())
-        self.fill_tile = self.encode(fill_pixels(self.ds, r, (ty, tx)).tobytes())
+        self.fill_tile = self.encode(self._pack(fill_pixels(self.ds, r, (ty, tx))))
         self.bgrid = tuple(-(-n // b) for n, b in zip(self.geo.lead, self.block))
         self.ngroups = math.prod(self.bgrid) * self.geo.ntiles
         self.serial = next(_PLAN_SERIAL)
         self._existing = set(self.idx.linear.tolist()) if len(self.idx) < 4_000_000 else None
 
     # -- encoding -----------------------------------------------------------
+    def _pack(self, pixels: np.ndarray) -> bytes:
+        """Tile pixels as the file holds them: 1-bit rows packed (MSB first, FillOrder 1)."""
+        return np.packbits(pixels != 0, axis=-1).tobytes() if self.packed else pixels.tobytes()
+
     def encode(self, raw: bytes) -> bytes:
         return raw if self.level == 0 else imagecodecs.deflate_encode(raw, level=self.level)
 
@@ -354,9 +359,9 @@ class TranscodePlan:
         """The group's uncompressed tiles back to back. A group that is one chunk's planes
         (tile = chunk plane, the chunk exists) is the decoded chunk itself, or its first
         pages at the array's leading edge: no region is assembled, no byte is copied."""
-        whole = self._single_chunk(gid)
+        whole = None if self.packed else self._single_chunk(gid)
         if whole is None:
-            return self.produce_region(ctx, gid).tobytes()
+            return self._pack(self.produce_region(ctx, gid))
         lin, npg = whole
         key = self.idx.key(lin)
         if self.pipe.is_identity:  # one page: the plane's bytes, read by range
