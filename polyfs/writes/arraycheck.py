@@ -30,7 +30,7 @@ def check_same_array(ds: Dataset, meta: ArrayWrite, where: str,
         raise InvalidInput(f"{where}: the chunk shape of an existing array cannot change "
                            f"({list(ds.chunks)} -> {list(meta.chunks)})")
     fill, old = meta.fill, ds.fill_value
-    if meta.fill_declared and not _same_fill(fill, old) and not (fill in (None, 0, 0.0) and old in (None, 0, 0.0)):
+    if meta.fill_declared and not _same_fill(fill, old) and not (_zero(fill) and _zero(old)):
         raise InvalidInput(f"{where}: the fill value of an existing array cannot change ({old!r} -> {fill!r})")
 
 
@@ -38,6 +38,12 @@ def _same_kind(a: np.dtype, b: np.dtype) -> bool:
     """Element types one array may be declared with (uint8 and bool are one byte alike)."""
     return (a.kind, a.itemsize) == (b.kind, b.itemsize) or (a.kind in "bu" and b.kind in "bu"
                                                            and a.itemsize == b.itemsize == 1)
+
+
+def _zero(v: Any) -> bool:
+    """A fill value of all zero bytes: None (none set), 0, or netCDF's ``char`` fill ``\\0``
+    (stored as ``""``; the view shows it as zero bytes, which parse back to None)."""
+    return v is None or (isinstance(v, (int, float, str, bytes)) and v in (0, "", b""))
 
 
 def _same_fill(a: Any, b: Any) -> bool:

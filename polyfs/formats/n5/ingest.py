@@ -22,7 +22,6 @@ from ...views.base import ViewContext
 from ...writes.chunkin import Incoming
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
-from . import FORMAT
 from .spec import DATASET_KEYS, HINT_PREFIX, META, MODE_DEFAULT, MODE_NAMES, N5_KEYS, RESERVED, compression_of, \
     declared_hints, geometry, group_skip, group_user_attributes, is_dataset_attributes, numpy_dtype, \
     parse_block_header
@@ -123,9 +122,11 @@ class N5Ingester:
         return replace(got, layout=layout) if layout != BlockLayout() else got
 
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
-        # a group's as N5Domain.group_metadata shows them
+        from .view import N5Domain
+
+        # a group's as N5Domain.group_metadata shows them; a dataset's as its attributes.json
         skip = hdmf.RESERVED + group_skip(obj.attributes) if isinstance(obj, Group) else self.skip_attributes
-        return hdmf.Hierarchy(t.model, FORMAT.suffix).shown_attributes(obj, t.h5path, skip)
+        return N5Domain(t.model, self.ctx).shown_attributes(obj, t.h5path, skip)
 
     def file_position(self, rest: list[str], decl: ArrayWrite) -> tuple[int, ...] | None:
         if len(rest) != len(decl.shape) or not all(p.isdigit() for p in rest):

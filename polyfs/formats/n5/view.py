@@ -348,16 +348,30 @@ class N5Domain(hdmf.Hierarchy):
             return None
         if cs.left_out("n5", self.where(path), ds, self.ctx, log):
             return None
+        return DatasetPlan(self.ctx, ds, path, et[0], et[1], self.dataset_attributes(ds, path, et, log.info))
+
+    def shown_attributes(self, obj: Group | Dataset, path: str, skip: tuple[str, ...]) -> dict[str, Any]:
+        """A dataset's user attributes as its ``attributes.json`` shows them (a rewrite that
+        leaves out what the view left out, such as a CF ``units`` string, removes nothing)."""
+        et = element_type(obj.type) if isinstance(obj, Dataset) and obj.shape.kind != "null" else None
+        if et is None:
+            return super().shown_attributes(obj, path, skip)
+        return self.dataset_attributes(obj, path, et, lambda *a: None)
+
+    def dataset_attributes(self, ds: Dataset, path: str, et: tuple[np.dtype, tuple[int, ...]],
+                           note: Callable[..., None]) -> dict[str, Any]:
+        """The attributes of a shown dataset: ``units``/``axes``/``resolution`` only in N5's
+        per-axis form (tensorstore refuses any other) or as a writer of this view put them."""
         attrs = hdmf.attributes_json(ds, self.paths, self.where(path), skip=SKIP_ATTRS)
         rank = max(1, ds.shape.rank + len(et[1]))
-        plan = DatasetPlan(self.ctx, ds, path, et[0], et[1], attrs)
-        written = plan.hints.get(HINT_AXIS_ATTRS)
+        hints = ds.creation_properties.get("polyfs")
+        written = hints.get(HINT_AXIS_ATTRS) if isinstance(hints, dict) else None
         for key in not_per_axis(attrs, rank):
             if isinstance(written, list) and key in written:
                 continue  # a writer of this view put it there in this form: it reads it back
-            log.info("n5: %s: attribute %r is not N5's per-axis %s; left out", self.where(path), key, key)
+            note("n5: %s: attribute %r is not N5's per-axis %s; left out", self.where(path), key, key)
             del attrs[key]
-        return plan
+        return attrs
 
 
 def domain_node(model: DomainModel, ctx: ViewContext, name: str) -> DirNode:

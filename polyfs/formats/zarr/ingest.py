@@ -247,6 +247,18 @@ def _element(head: dict, data_type: Any, where: str) -> tuple[np.dtype, T.DType,
     return npdt, from_numpy_any(npdt), None
 
 
+def scale_dimensions(ds: Dataset, dims: list[str | None] | None) -> dict[str, Any]:
+    """``_ARRAY_DIMENSIONS`` as a rewrite of ``ds``'s ``zarr.json`` spells the ``dimension_names``
+    the view shows from HDF5 dimension scales (a netCDF-4 variable): the write service keeps
+    written ``dimension_names`` as that attribute, so a rewrite that leaves them as shown
+    (zarr-python ``attrs[...] =``, xarray ``to_zarr(mode="a")``) must compare equal and store
+    nothing; stored, it would show in ``hdf5/`` beside the variable's ``DIMENSION_LIST``
+    (h5netcdf and h5py list it; netCDF-C hides it). Empty where the dataset has the attribute."""
+    if not dims or cf.ARRAY_DIMENSIONS in ds.attributes or all(d is None for d in dims):
+        return {}
+    return {cf.ARRAY_DIMENSIONS: [d or "" for d in dims]}
+
+
 class ZarrIngester:
     meta_name = META
     skip_attributes = hdmf.RESERVED
@@ -281,9 +293,11 @@ class ZarrIngester:
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
         from .view import ZarrDomain
 
-        shown = ZarrDomain(t.model, self.ctx).shown_attributes(obj, t.h5path, self.skip_attributes)
+        domain = ZarrDomain(t.model, self.ctx)
+        shown = domain.shown_attributes(obj, t.h5path, self.skip_attributes)
         if not isinstance(obj, Dataset):
             return shown
+        shown = {**shown, **scale_dimensions(obj, domain.dimension_names_of(obj, t.h5path))}
         try:  # compared with what parse_metadata reads from a rewrite: spelled the same way
             return cf.decode_attributes(shown, hdmf.zarr_type(obj.type).data_type)
         except UnsupportedType:

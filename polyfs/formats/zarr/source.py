@@ -36,6 +36,7 @@ from ...importers.common import (dir_below, source_errors, write_plans, ChunkSin
                                  set_json_attrs, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
+from . import cf
 from .spec import (ARRAY_TO_BYTES, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_SHARDED, META, MISSING, Chain, KeyEncoding,
                    ShardIndex, bytes_codecs, fill_json, is_real_transpose, is_time_type, numpy_dtype, per_shard,
                    utf32_dtype)
@@ -102,6 +103,8 @@ class ZarrImporter:
                 # kept as the view's writes keep them: the Zarr view serves them back as
                 # dimension_names, and xarray reads the HDF5 and Zarr views with these dims
                 attrs = {**attrs, "_ARRAY_DIMENSIONS": [d or "" for d in names]}
+        if meta.get("node_type") == "array":  # xarray's base64 _FillValue: the number, as a write stores it
+            attrs = cf.decode_attributes(attrs, meta.get("data_type"))
         set_json_attrs(obj, attrs)
 
     def _walk(self, node: Path, group, plans: list[_ArrayPlan]) -> None:

@@ -650,6 +650,10 @@ class ZarrDomain(hdmf.Hierarchy):
             return None  # a netCDF dimension without a variable
         return self.array_plan(ds, path)
 
+    def dimension_names_of(self, ds: Dataset, path: str) -> list[str | None] | None:
+        """The ``dimension_names`` shown for ``ds`` (None if it has none)."""
+        return self._dimension_names(ds, path)
+
     def _dimension_names(self, ds: Dataset, path: str) -> list[str | None] | None:
         try:
             return hdmf.dimension_names(self.model, ds, path, self.paths)
