@@ -30,7 +30,7 @@ def check_same_array(ds: Dataset, meta: ArrayWrite, where: str,
         raise InvalidInput(f"{where}: the chunk shape of an existing array cannot change "
                            f"({list(ds.chunks)} -> {list(meta.chunks)})")
     fill, old = meta.fill, ds.fill_value
-    if meta.fill_declared and not _same_fill(fill, old) and not (_zero(fill) and _zero(old)):
+    if meta.fill_declared and not same_json_value(fill, old) and not (_zero(fill) and _zero(old)):
         raise InvalidInput(f"{where}: the fill value of an existing array cannot change ({old!r} -> {fill!r})")
 
 
@@ -46,10 +46,11 @@ def _zero(v: Any) -> bool:
     return v is None or (isinstance(v, (int, float, str, bytes)) and v in (0, "", b""))
 
 
-def _same_fill(a: Any, b: Any) -> bool:
-    """Fill values as JSON gives them, NaN equal to NaN (also inside a complex ``[re, im]``)."""
+def same_json_value(a: Any, b: Any) -> bool:
+    """Values as JSON gives them (fill values, attributes), NaN equal to NaN (also inside lists:
+    a complex ``[re, im]``, an attribute array)."""
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same_fill(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_json_value(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
         return True
     return bool(a == b)

@@ -43,7 +43,7 @@ from ..model.tree import DomainModel
 from ..views import hdmf
 from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict
-from .arraycheck import check_same_array
+from .arraycheck import check_same_array, same_json_value
 from .chunkin import to_stored, zeros_unless_fill
 from .history import WriteHistory, digest
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
@@ -588,7 +588,7 @@ class WriteService:
     def _attr_change(self, obj, written: dict[str, Any], shown: dict[str, Any]) -> ObjectChange:
         """Attributes as written: changed or new ones typed from JSON, shown ones left out removed
         (attributes the view does not show are kept)."""
-        changed = {k: v for k, v in written.items() if k not in hdmf.RESERVED and shown.get(k, object()) != v}
+        changed = {k: v for k, v in written.items() if k not in hdmf.RESERVED and not (k in shown and same_json_value(shown[k], v))}
         removed = [k for k in shown if k not in written]
         return ObjectChange(obj.id, self._typed(changed, None), removed)
 
