@@ -26,7 +26,7 @@ from .access import AccessGate, DomainAccess
 from .errmap import fuse_errors
 from .kernelcache import KernelHeld, KernelNotifier, entries_below
 from .overlay import PendingDir, PendingFile
-from .writeops import WriteHandle, WriteSide
+from .writeops import NAME_MAX, WriteHandle, WriteSide
 from ..reader import Reader
 from ..vfile import VFile
 from ..views.base import DirNode, FileNode, Node
@@ -440,7 +440,7 @@ class Operations(pyfuse3.Operations):
         s.f_blocks, s.f_bfree, s.f_bavail = (n // s.f_frsize for n in space)
         s.f_files = len(self.inodes)
         s.f_ffree = s.f_favail = 1 << 30
-        s.f_namemax = 255
+        s.f_namemax = NAME_MAX
         return s
 
     # -- directories ----------------------------------------------------------

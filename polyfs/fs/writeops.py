@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import pyfuse3
 
 from .. import memory
-from ..errors import CrossDevice, Incomplete, InvalidInput, IsADirectory, NotFound, NotPermitted, UnsupportedType, one_line
+from ..errors import (CrossDevice, Incomplete, InvalidInput, IsADirectory, NotFound, NotPermitted, PolyfsError,
+                      UnsupportedType, one_line)
 from ..model.schema import Dataset, Group
 from ..views.root import domain_leaf_paths
 from ..writes.router import Target
@@ -36,7 +37,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..writes.service import WriteService
 
 log = logging.getLogger(__name__)
+NAME_MAX = 255  # bytes of one path component, as statfs reports it (and a disk refuses beyond)
 SEEN_LAYOUTS = 4  # layouts of one file kept per process for a later write's merge (note_read_file)
+
+
+def check_name_length(path: str) -> None:
+    """A name made in a view is at most ``NAME_MAX`` bytes, as on a disk (statfs says so):
+    the kernel passes FUSE names of up to 1024 bytes, and a group or dataset made under a
+    longer name could be neither copied out of the mount nor made again on any disk."""
+    name = path.rsplit("/", 1)[-1]
+    size = len(os.fsencode(name))
+    if size > NAME_MAX:
+        raise OSError(errno.ENAMETOOLONG, f"{path[:80]}...: a name made in the views is at most "
+                                          f"{NAME_MAX} bytes (this one is {size})")
 
 
 class WriteHandle:
@@ -132,6 +145,7 @@ class WriteSide:
                 path.encode("utf-8")
             except UnicodeEncodeError:
                 raise InvalidInput(f"{os.fsencode(path)!r}: a name made in the views must be UTF-8") from None
+            check_name_length(path)
 
     def _changed(self, path: str, domain: str | None = None) -> None:
         """The store changed under ``path``'s domain (``domain``, when the caller routed it
@@ -235,11 +249,20 @@ class WriteSide:
         base_time = self._read_at.get((self.process_of(pid), path), time.time())
         if isinstance(entry.node, PendingFile):  # retired since (stored, or refused): the view's file now
             entry.node = self.fs.resolve(path)
+        ingest = self.service.is_ingestible(path)
+        if not ingest and isinstance(entry.node, FileNode):
+            # a file the view shows for a stored object (a TIFF image whose name starts with '.')
+            # whose name the view's writes do not take: what is written would be kept nowhere
+            # and the object left as it was, so the open is refused instead of the write lost
+            why = NotPermitted(f"{path}: this view's file cannot be written back under this name "
+                               f"(its writes are not stored); write the object through another view")
+            log.warning("open refused (EPERM): %s", why)  # (errmap logs refused opens at debug only)
+            raise why
         base = None
         if not flags & os.O_TRUNC and isinstance(entry.node, FileNode):
             node = entry.node.resolved()  # its file and its plan, of one version of the domain
             base = ViewFile(self.fs.reader, node.vfile(), node)  # read on demand, never copied whole
-        pending = PendingFile(path, self.service.is_ingestible(path), base_time, self.budget, base)
+        pending = PendingFile(path, ingest, base_time, self.budget, base)
         pending.head_check = self.service.head_check(path) if pending.ingest else None
         pending.writer = self.process_of(pid)
         if flags & os.O_TRUNC:
@@ -583,6 +606,10 @@ class WriteSide:
             # knew the name, so the unlink that removes it succeeds
             if node is None and self.inodes.peek(path) is None:
                 raise
+            if await self.fs.run(self._still_shown, path):  # not gone: this name deletes nothing
+                raise NotPermitted(f"{path}: the view shows this file, but its writes do not take "
+                                   f"this name, so it cannot be removed here; remove it through "
+                                   f"another view") from None
         else:
             self._keep_parents(target, path)
             self._keep_folders(target, path)
@@ -591,6 +618,16 @@ class WriteSide:
                 self._drop_dirs_of(target, path, here=False)  # no array any more: its chunk dirs elsewhere go
         self.inodes.detach(path)
         self._changed(path, target.domain)
+
+    def _still_shown(self, path: str) -> bool:
+        """Whether the view shows a stored file at ``path``: after an ``unlink`` the write
+        service found nothing to delete for, ``rm`` must not report success; a scratch file
+        renamed over it would hide it while stored nowhere."""
+        try:
+            node = self.fs.resolve(path)
+        except (PolyfsError, OSError):  # gone, or its domain with it
+            return False
+        return isinstance(node, FileNode) and not isinstance(node, PendingFile)
 
     def _keep_parents(self, t: Target, path: str) -> None:
         """The directories between an array and ``path`` (a chunk file just unlinked, a directory
@@ -645,6 +682,9 @@ class WriteSide:
             await self._adopt_below(dst)
             self.fs.bump()
             return
+        if await self.fs.run(self._still_shown, dst):  # would hide a stored file, and be kept nowhere
+            raise NotPermitted(f"{src} -> {dst}: the view's file at this name cannot be written back "
+                               f"(its writes are not stored); write the object through another view")
         self.overlay.drop(src)
         old = self.overlay.get(dst)
         if isinstance(old, PendingFile) and old is not node:

@@ -149,6 +149,17 @@ class FileNode(Node):
         return self.vfile().size
 
 
+def entry_name_problem(name: str) -> str | None:
+    """Why ``name`` (an object's name in the store) cannot be a directory entry, else None.
+    HDF5 takes ``..`` as a link name and the HSDS schema any text: listed, such an entry would
+    be the parent directory to every tool (``find``, ``rm -r``) and its object unreachable."""
+    if name in ("", ".", ".."):
+        return f"{name!r} names a directory itself in every file system"
+    if "/" in name or "\0" in name:
+        return f"{name!r} holds a character no file name may hold ('/' or NUL)"
+    return None
+
+
 def literal_file(name: str, data: bytes, mtime: float | None = None) -> FileNode:
     """A small file of known bytes (metadata JSON)."""
     return FileNode(name, VFile([Literal(data)]), mtime)

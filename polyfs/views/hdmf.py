@@ -56,7 +56,7 @@ from ..model.schema import Attribute, Dataset, Group, Link
 from ..model.tree import DomainModel, Entry
 from ..model.types import (ArrayType, CompoundType, DType, EnumType, FloatType, IntType, OpaqueType,
                            ReferenceType, StringType, VlenType, has_reference, is_raw, resolved)
-from .base import DirNode, Node, literal_file
+from .base import DirNode, Node, entry_name_problem, literal_file
 from .root import domain_stem
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,20 @@ ZARR_LINK = "zarr_link"
 ZARR_DTYPE = "zarr_dtype"
 RESERVED = (ZARR_LINK, ZARR_DTYPE)
 NETCDF_DIM_ONLY = "This is a netCDF dimension but not a netCDF variable"
+
+
+_HIDDEN_SAID: set[str] = set()  # objects already logged as hidden by their name (bounded below)
+
+
+def _say_hidden(where: str, why: str) -> None:
+    """One log line per object the view cannot show by its name, not one per listing: a
+    group's directory is rendered again after every change to its domain (``rm -r``, ``ls``)."""
+    if where in _HIDDEN_SAID:
+        return
+    if len(_HIDDEN_SAID) > 10_000:
+        _HIDDEN_SAID.clear()
+    _HIDDEN_SAID.add(where)
+    log.warning("%s %s; not shown (it is in the hdf5/ view)", where, why)
 
 
 # -- JSON ---------------------------------------------------------------------------
@@ -525,7 +539,11 @@ class Hierarchy:
                 self.meta_name: literal_file(self.meta_name, dumps(meta), group.last_modified or None)}
             for child, entry in self.children.get(path, []):
                 if child == self.meta_name:
-                    log.warning("%s is named like the view's metadata file; not shown", self.where(entry.path))
+                    _say_hidden(self.where(entry.path), "is named like the view's metadata file")
+                    continue
+                why = entry_name_problem(child)
+                if why:
+                    _say_hidden(self.where(entry.path), f"is not a file name: {why}")
                     continue
                 node = self.node(child, entry)
                 if node is not None:

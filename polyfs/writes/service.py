@@ -106,7 +106,15 @@ class WriteService:
 
     # -- classification ----------------------------------------------------------------
     def route(self, path: str) -> Target:
-        return self.router.route(path)
+        t = self.router.route(path)
+        if t.domain is not None and t.model is not None and not t.rest and t.h5path != "/":
+            parent, name = t.h5path.rsplit("/", 1)
+            ing = self.ingester(t)
+            if name and not _is_document(ing) and name == ing.meta_name:
+                # a child named like the view's metadata file is not shown there (views/hdmf.py):
+                # in that view the name is its group's own metadata file
+                t.obj, t.h5path, t.rest = t.model.resolve(parent or "/"), parent or "/", [name]
+        return t
 
     def ingester(self, t: Target) -> Ingester:
         got = self._ingesters.get(t.view.name)
