@@ -301,7 +301,34 @@ class Catalog:
                         raise SchemaError(f"domain {path}: {exc}") from None
                     except (KeyError, TypeError, ValueError) as exc:
                         raise SchemaError(f"domain {path}: object {obj_id} is malformed ({exc})") from None
+        self._load_unlinked_types(path, model, fetch, resolve)
         return model
+
+    @staticmethod
+    def _load_unlinked_types(path: str, model: DomainModel, fetch: Callable[[str], tuple[str, Any]],
+                             resolve: Callable[[str], DType]) -> None:
+        """Committed types no link reaches (a type whose link was deleted while a dataset or an
+        attribute still uses it: HDF5's anonymous committed type) are named only inline, by the
+        ``id`` in a type body: fetch them so views show them as committed types. One that is
+        missing (a store from before they were kept) leaves the inline type as it is."""
+        tried: set[str] = set()
+        while True:
+            wanted = sorted(tid for tid in _inline_committed(model) - set(model.datatypes) - tried
+                            if _same_domain(tid, model.domain.root))
+            if not wanted:
+                return
+            for tid in wanted:
+                tried.add(tid)
+                try:
+                    _, body = fetch(tid)
+                    model.datatypes[tid] = Datatype.from_json(body, resolve)
+                except _Missing:
+                    log.debug("domain %s: unlinked datatype %s is missing; its users keep the type inline",
+                              path, tid)
+                except SchemaError as exc:
+                    raise SchemaError(f"domain {path}: {exc}") from None
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise SchemaError(f"domain {path}: object {tid} is malformed ({exc})") from None
 
     def invalidate(self, path: str | None = None) -> None:
         with self._lock:
@@ -686,6 +713,19 @@ def _same_domain(obj_id: str, root_id: str) -> bool:
         return ids.root_of(obj_id) == root_id
     except SchemaError:
         return False
+
+
+def _inline_committed(model: DomainModel) -> set[str]:
+    """Ids of the committed types the model's datasets and attributes use (a committed type is
+    a whole dataset or attribute type, never a member of another)."""
+    used: set[str] = set()
+    for table in (model.groups, model.datasets, model.datatypes):
+        for obj in table.values():
+            types = [a.type for a in obj.attributes.values()]
+            if isinstance(obj, Dataset):
+                types.append(obj.type)
+            used.update(t.committed_id for t in types if t.committed_id)
+    return used
 
 
 def _filter_itemsize(dataset: Dataset) -> int:

@@ -333,6 +333,9 @@ class DocumentDiff:
         """Every group's link table as the file has it (links the view cannot show are kept)."""
         written: dict[tuple, dict[str, Any]] = {}
         for link in self.imp.links:
+            n = link.name
+            if not n or "/" in n or n in (".", ".."):  # HDF5 takes them; no view, import or disk can
+                raise InvalidInput(f"{self.where}: invalid link name {n!r} (nothing was stored)")
             written.setdefault(link.parent, {})[link.name] = link
         for key, obj in self.imp.objects.items():
             if obj.kind != "group":

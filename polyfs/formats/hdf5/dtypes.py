@@ -281,6 +281,8 @@ class DiskEncoder:
                 out.write(bytes(REF_SIZE))  # a null reference
             else:
                 out.addr(key)
+        elif isinstance(t, T.StringType) and t.length is None and x is None:
+            out.write(bytes(VL_SIZE))  # a null pointer (netCDF's NIL), not an empty string
         elif isinstance(t, T.StringType) and t.length is None:
             data = x.encode("utf-8", "surrogateescape") if isinstance(x, str) else (bytes(x) if x is not None else b"")
             self._vl(len(data), Blob(data), out)

@@ -159,3 +159,24 @@ def raw_layout_matches(tid) -> bool:
         return raw_layout_matches(tid.get_super())
     return cls in (h5t.INTEGER, h5t.FLOAT, h5t.BITFIELD, h5t.STRING, h5t.ENUM, h5t.OPAQUE, h5t.TIME) or \
         cls == getattr(h5t, "COMPLEX", -1)
+
+
+def null_vlen_strings(aid, t: T.DType) -> np.ndarray | None:
+    """Which elements of a variable-length string attribute are null pointers (netCDF's
+    ``NIL``, not ``""``: h5py reads both as empty), or None when the type is not one.
+    The attribute is read as HDF5's ``char *`` elements; the strings it allocated are freed."""
+    import ctypes
+
+    if not (isinstance(T.resolved(t), T.StringType) and T.resolved(t).length is None):
+        return None
+    mtype = aid.get_type()
+    if mtype.get_size() != ctypes.sizeof(ctypes.c_void_p):
+        return None
+    ptrs = np.zeros(aid.shape, dtype=np.uintp)
+    aid.read(ptrs, mtype=mtype)
+    free = ctypes.CDLL(None).free
+    free.argtypes = [ctypes.c_void_p]
+    for p in ptrs.reshape(-1):
+        if p:
+            free(int(p))
+    return ptrs == 0

@@ -316,7 +316,7 @@ class DomainRenderer:
                 if attr.shape.kind == "null":
                     data = Blob()
                 else:
-                    arr = values.to_numpy(attr.type, attr.shape, attr.value)
+                    arr = null_strings(attr, values.to_numpy(attr.type, attr.shape, attr.value))
                     data = self.attr_encoder.encode(attr.type, arr)
                 msg = M.attribute(name, t, attr.shape, data)
                 if msg.size > MAX_MESSAGE:
@@ -652,3 +652,29 @@ def plan_domain(model: DomainModel, ctx: Any) -> tuple[Planner, HDF5File]:
 
 __all__ = ["HDF5File", "DatasetPlan", "DomainRenderer", "Planner", "plan_domain", "render_domain",
            "external_file"]
+
+
+def null_strings(attr: Any, arr: np.ndarray) -> np.ndarray:
+    """A variable-length string attribute's ``null`` elements as None (served as null
+    pointers, netCDF's ``NIL``; the JSON-to-numpy step makes them ``""``)."""
+    t = T.resolved(attr.type)
+    if not (isinstance(t, T.StringType) and t.length is None and arr.dtype.kind == "O"):
+        return arr
+    if attr.value is None or (attr.shape.kind == "scalar" and attr.value in (None, [None])):
+        out = arr.copy()
+        out[()] = None
+        return out
+    flat = _flat(attr.value, arr.ndim) if isinstance(attr.value, list) else []
+    if None not in flat or len(flat) != arr.size:
+        return arr
+    out = arr.copy()
+    for i, v in enumerate(flat):
+        if v is None:
+            out.flat[i] = None
+    return out
+
+
+def _flat(value: Any, rank: int) -> list:
+    if rank == 0 or not isinstance(value, list):
+        return [value]
+    return [x for v in value for x in _flat(v, rank - 1)]

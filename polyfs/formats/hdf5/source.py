@@ -55,7 +55,7 @@ from .filters import LZF, h5py_with_plugins
 from .dtypes import has_enum
 from .repack import copy_repacked, needs_repack, packed_filters
 from .region import selection_json
-from .filetypes import model_type, raw_layout_matches, raw_read_type, read_raw
+from .filetypes import model_type, null_vlen_strings, raw_layout_matches, raw_read_type, read_raw
 from .vlenorder import fix_vlen_order
 from .names import NOT_UTF8, TARGET_NOT_UTF8, bad_name, link_text
 from .hints import file_tracks_attribute_order, keep_superblock_version, native_attribute_order, record_untracked_orders
@@ -538,6 +538,7 @@ class HDF5Importer:
                     dims = tuple(int(x) for x in aid.shape)
                     shape = Shape("simple", dims)
                     json_value = values.from_numpy(t, np.asarray(arr))
+                json_value = _with_nulls(json_value, null_vlen_strings(aid, t))
                 self.writer.set_attr(target, name, t, shape, json_value)
             except SourceError:
                 raise
@@ -680,3 +681,17 @@ def _scalar_array(value: Any) -> np.ndarray:
 
 def import_into(path: Path, writer: DomainWriter, opts: ImportOptions) -> None:
     HDF5Importer(path, writer, opts).run()
+
+
+def _with_nulls(json_value: Any, nulls: np.ndarray | None) -> Any:
+    """A string attribute's JSON value with its null pointers as ``null`` (served as null
+    pointers again, which ncdump prints as ``NIL``), not as ``""``."""
+    if nulls is None or not nulls.any():
+        return json_value
+    if nulls.ndim == 0:
+        return None
+    flat = iter(nulls.reshape(-1).tolist())
+
+    def walk(v: Any) -> Any:
+        return [walk(x) for x in v] if isinstance(v, list) else (None if next(flat) else v)
+    return walk(json_value)
