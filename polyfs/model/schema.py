@@ -18,7 +18,7 @@ from functools import wraps
 from typing import Any, Callable, Mapping, TypeVar
 
 from ..errors import SchemaError
-from . import ids, limits
+from . import fillvalue, ids, limits
 from .types import DType, Resolver, from_json as type_from_json
 
 UNLIMITED = None  # a maxdims entry with no limit
@@ -372,8 +372,9 @@ class Dataset:
         extra = {k: v for k, v in obj.items()
                  if k not in ("id", "root", "type", "shape", "layout", "creationProperties",
                               "attributes", "created", "lastModified")}
+        fill = fillvalue.from_stored(t, cpl, f"dataset {did}")  # base64 bytes (the REST VOL's) or JSON
         return cls(did, obj.get("root", ids.root_of(did)), t, shape, chunks, layout_class,
-                   list(filters), cpl.get("fillValue"), _attrs_from_json(obj, resolve),
+                   list(filters), fill, _attrs_from_json(obj, resolve),
                    cpl, float(obj.get("created", 0.0)), float(obj.get("lastModified", 0.0)), extra)
 
     def to_json(self) -> dict[str, Any]:
@@ -387,9 +388,10 @@ class Dataset:
         else:
             cpl.pop("filters", None)
         if self.fill_value is not None:
-            cpl["fillValue"] = self.fill_value
+            cpl["fillValue"] = fillvalue.to_stored(self.type, self.fill_value, cpl)  # as it was spelled
         else:
             cpl.pop("fillValue", None)
+            cpl.pop(fillvalue.ENCODING_KEY, None)
         out = {"id": self.id, "root": self.root, "created": self.created, "lastModified": self.last_modified,
                "type": self.type.to_json(), "shape": self.shape.to_json(),
                "attributes": _attrs_to_json(self.attributes), "creationProperties": cpl}

@@ -334,6 +334,12 @@ def as_layout(arr: Any, dt: np.dtype) -> np.ndarray:
     imaginary parts (numpy alone would put the real part in both fields)."""
     arr = np.asarray(arr)
     dt = np.dtype(dt)
+    if dt.subdtype is not None and arr.dtype.subdtype is None:
+        base, dims = dt.subdtype
+        if dims and arr.shape[arr.ndim - len(dims):] == dims:
+            # an array type's elements with its dims folded into the shape (numpy's way):
+            # converting to the subarray dtype would repeat each value across a whole element
+            return as_layout(arr, base)
     if arr.dtype.kind == "c" and dt.names is not None and len(dt.names) == 2:
         arr = complex_pairs(arr)
     if arr.dtype != dt and _splits_complex(arr.dtype, dt):
