@@ -22,7 +22,10 @@ def fetch_chunk(ctx: Any, key: str, expect_size: int = -1) -> bytes:
     try:
         data = ctx.store.get(key)
     except NotFound:
-        raise ChunkMissing(f"chunk object {key} is missing from the store") from None
+        held = kept_version(ctx, key, expect_size) if expect_size >= 0 else None
+        if held is None:  # not deleted here since the file was laid out
+            raise ChunkMissing(f"chunk object {key} is missing from the store") from None
+        return held
     if expect_size < 0 or len(data) == expect_size:
         return data
     held = kept_version(ctx, key, expect_size)
@@ -37,11 +40,11 @@ def read_planned(ctx: Any, key: str, size: int, start: int, length: int) -> byte
     buf = bytearray(length)
     try:
         n = ctx.store.read_into(key, start, memoryview(buf), size)
-    except NotFound:
-        raise ChunkMissing(f"chunk object {key} is missing from the store") from None
-    except ChunkChanged:
+    except (NotFound, ChunkChanged) as exc:  # deleted or replaced here since the layout
         held = kept_version(ctx, key, size)
         if held is None:
+            if isinstance(exc, NotFound):
+                raise ChunkMissing(f"chunk object {key} is missing from the store") from None
             raise
         return held[start:start + length]
     return bytes(buf[:n])

@@ -23,6 +23,17 @@ def digest(stored: bytes) -> bytes:
     return hashlib.sha256(stored).digest()[:16]
 
 
+def zlib_canonical(stored: bytes) -> bytes:
+    """A zlib stream with its header's compression-level hint cleared (FLEVEL is advisory,
+    RFC 1950 2.2), for comparing chunks stored under deflate: the Zarr and N5 views splice a
+    gzip member from the stored stream, and a tool writing it back unchanged gives it zlib's
+    default header (78 9c) where h5py's level 4 wrote 78 5e. Both are the same chunk: not a
+    change to store, and a stale copy of a replaced version whichever header it carries."""
+    if len(stored) >= 6 and stored[0] == 0x78 and not stored[1] & 0x20 and (stored[0] << 8 | stored[1]) % 31 == 0:
+        return b"\x78\x01" + stored[2:]  # level bits 0, FCHECK still valid (0x7801 % 31 == 0)
+    return stored
+
+
 class WriteHistory:
     """Chunk key -> when it was last written and by whom, and the versions it replaced."""
 

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..codecs.registry import DEFLATE
 from ..errors import AlreadyExists, InvalidInput, NotEmpty, NotFound, NotPermitted, PolyfsError
 from ..model.jsonattrs import json_attribute_record
 from ..model.changes import ObjectChange
@@ -45,7 +46,7 @@ from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict
 from .arraycheck import check_same_array, same_json_value
 from .chunkin import to_stored, zeros_unless_fill
-from .history import WriteHistory, digest
+from .history import WriteHistory, digest, zlib_canonical
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
                        WrittenFile, file_members)
 from ..parallel import THREADS, Occupancy, bounded_map
@@ -444,6 +445,7 @@ class WriteService:
         crcs: dict[tuple[int, ...], int] = {}  # CRC32s validation already computed (no second inflate)
         replaced: dict[tuple[int, ...], bytes | None] = {}  # digests of the versions this batch replaces
         idx = self.catalog.chunk_index(ds)
+        canon = self._canonical(ds)
         size = 0
 
         Fetched = tuple[tuple[int, ...], bytes, "int | None", "bytes | None"]  # coords, data, crc, replaced digest
@@ -454,16 +456,16 @@ class WriteService:
             key = idx.key_of(at_grid)
             old = self._stored(key) if idx.size_of(idx.linear_of(at_grid)) >= 0 else None
             data = item[1]()
-            if old is not None and data == old:
+            if old is not None and canon(data) == canon(old):
                 return None  # a page written back over a chunk as stored: were it stored, a chunk
                 # file merged meanwhile (tensorstore through n5/) would be reverted
-            if self.history.is_stale_copy(key, data, base_time, writer):  # (a deleted chunk's too)
+            if self.history.is_stale_copy(key, canon(data), base_time, writer):  # (a deleted chunk's too)
                 log.info("%s: chunk %s of %s is a stale copy of a replaced version; kept the newer one",
                          where, list(coords), ds.id)
                 return None
             if old is not None:
                 self.catalog.recent.keep(key, old)  # for readers whose layout still has it
-            return coords, data, getattr(item[1], "crc32", None), None if old is None else digest(old)
+            return coords, data, getattr(item[1], "crc32", None), None if old is None else digest(canon(old))
 
         def store(items: list, gone: list) -> None:
             self._put_converted(domain, ds, [(c, b, replaced.get(c)) for c, b in items], gone, writer, crcs,
@@ -662,6 +664,7 @@ class WriteService:
         ds = cf.ds
         stored_pipe = self.catalog.pipeline(ds)
         idx = self.catalog.chunk_index(ds)
+        canon = self._canonical(ds)
 
         def convert(w: WrittenChunk) -> tuple[tuple[int, ...], tuple[bytes, bytes | None] | None]:
             """(coords, (stored bytes, digest of the replaced version)), or (coords, None) when
@@ -674,15 +677,15 @@ class WriteService:
                 new = to_stored(ds, stored_pipe, cf.decl.incoming, w.data, w.dims, old=old)
             except PolyfsError as exc:
                 raise type(exc)(f"{where}: chunk {list(w.coords)}: {exc}") from None
-            if new == old:
-                return w.coords, None
-            if self.history.is_stale_copy(key, new, base_time, writer):
+            if new == old or (old is not None and canon(new) == canon(old)):
+                return w.coords, None  # (a deflate stream differing only in its header's level hint)
+            if self.history.is_stale_copy(key, canon(new), base_time, writer):
                 log.info("%s: chunk %s is a stale copy of a replaced version; kept the newer one",
                          where, list(w.coords))
                 return w.coords, None
             if old is not None:
                 self.catalog.recent.keep(key, old)  # for readers whose layout still has it
-            return w.coords, (new, None if old is None else digest(old))
+            return w.coords, (new, None if old is None else digest(canon(old)))
 
         def converted(members: dict[int, tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], Any]]:
             written = ing.chunks_in(src, cf.decl, members, where)
@@ -741,7 +744,7 @@ class WriteService:
         others; remember when, and what they replaced (stale copies, see :meth:`_chunks`).
         ``at``: the coordinates of a chunk's key."""
         idx = self.catalog.chunk_index(ds)
-        gone = self._deleted_versions(idx, [at(c) for c in deletes]) if versions else {}
+        gone = self._deleted_versions(ds, idx, [at(c) for c in deletes]) if versions else {}
         replaced = [(idx.key_of(at(c)), old) for c, _, old in puts] + \
             [(key, gone.get(key)) for key in (idx.key_of(at(c)) for c in deletes)]
         # remembered before the store is touched too: another file's merge running meanwhile (h5py
@@ -755,27 +758,37 @@ class WriteService:
         for key, old in replaced:
             self.history.remember(key, stamp, old, writer, was=before)
 
-    def _deleted_versions(self, idx: Any, coords: list) -> dict[str, bytes]:
+    def _deleted_versions(self, ds: Dataset, idx: Any, coords: list) -> dict[str, bytes]:
         """Digests of the stored versions of chunks about to be deleted (a few: each costs a
         read), remembered as replaced versions: a stale copy of one that a writer who read it
         before writes back later (h5py ``r+`` holding a page that held it) is left out, as for
         a replaced chunk, instead of bringing deleted data back."""
         if not coords or len(coords) > DELETED_DIGESTS:
             return {}
+        canon = self._canonical(ds)
         out = {}
         for c in coords:
             key = idx.key_of(tuple(c))
             data = self._stored(key)
             if data is not None:
-                out[key] = digest(data)
+                out[key] = digest(canon(data))
                 self.catalog.recent.keep(key, data)  # for readers whose layout still has it
         return out
+
+    def _canonical(self, ds: Dataset) -> Callable[[bytes], bytes]:
+        """How this dataset's stored chunks are compared: deflate streams without their
+        header's level hint (:func:`zlib_canonical`), anything else as it is."""
+        return zlib_canonical if self.catalog.pipeline(ds).ids[-1:] == (DEFLATE,) else _as_is
 
     def _stored(self, key: str) -> bytes | None:
         try:
             return self.catalog.store.get(key)
         except PolyfsError:
             return None
+
+
+def _as_is(data: bytes) -> bytes:
+    return data
 
 
 def _is_document(ing: Any) -> bool:
