@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import NotFound
@@ -39,10 +40,113 @@ class InodeEntry:
     domain: str | None = None
 
 
+class _PathTree:
+    """The table's inode numbers arranged by path components, so the entries at or below a
+    path are found in the time of what is there (a write's commit pushes its domain's entries
+    to the kernel: a scan of every inode known to the mount, tens of thousands after an
+    ``ls -lR``, made each commit cost that).
+
+    A node is a dict (component -> child; the key None holds its inode numbers: an int, or a
+    set when an unlinked file shares the path) or, for a path with one inode and nothing
+    below it (most files), that inode number itself: a leaf costs a dict slot."""
+
+    def __init__(self) -> None:
+        self._root: dict = {}
+
+    def add(self, path: str, ino: int) -> None:
+        parts = path.split("/") if path else []
+        node = self._root
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {} if child is None else {None: child}
+            node = child
+        if not parts:
+            _put(node, ino)
+            return
+        last = parts[-1]
+        child = node.get(last)
+        if child is None:
+            node[last] = ino
+        elif isinstance(child, dict):
+            _put(child, ino)
+        elif child != ino:
+            node[last] = {None: {child, ino}}
+
+    def discard(self, path: str, ino: int) -> None:
+        parts = path.split("/") if path else []
+        trail = [self._root]
+        for part in parts[:-1]:
+            child = trail[-1].get(part)
+            if not isinstance(child, dict):
+                return
+            trail.append(child)
+        if not parts:
+            _take(self._root, ino)
+            return
+        here, last = trail[-1], parts[-1]
+        child = here.get(last)
+        if child == ino and not isinstance(child, dict):
+            del here[last]
+        elif isinstance(child, dict):
+            _take(child, ino)
+            if not child:
+                del here[last]
+            elif list(child) == [None] and isinstance(child[None], int):
+                here[last] = child[None]  # a leaf again
+        for i in range(len(parts) - 1, 0, -1):  # drop the directories this left empty
+            if trail[i]:
+                break
+            del trail[i - 1][parts[i - 1]]
+
+    def below(self, path: str) -> list[int]:
+        """Inode numbers at ``path`` or below it."""
+        node: dict | int | None = self._root
+        for part in path.split("/") if path else ():
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                return []
+        out: list[int] = []
+        stack = [node]
+        while stack:
+            here = stack.pop()
+            if not isinstance(here, dict):
+                out.append(here)
+                continue
+            for key, child in here.items():
+                if key is None:
+                    out.extend(child) if isinstance(child, set) else out.append(child)
+                else:
+                    stack.append(child)
+        return out
+
+
+def _put(node: dict, ino: int) -> None:
+    have = node.get(None)
+    if have is None:
+        node[None] = ino
+    elif isinstance(have, set):
+        have.add(ino)
+    elif have != ino:
+        node[None] = {have, ino}
+
+
+def _take(node: dict, ino: int) -> None:
+    have = node.get(None)
+    if have == ino and not isinstance(have, set):
+        del node[None]
+    elif isinstance(have, set):
+        have.discard(ino)
+        if len(have) == 1:
+            node[None] = next(iter(have))
+
+
 class InodeTable:
     def __init__(self, root: Node) -> None:
         self._lock = threading.Lock()
         self._by_ino: dict[int, InodeEntry] = {ROOT_INODE: InodeEntry(ROOT_INODE, "", root, 1)}
+        self._tree = _PathTree()
+        self._tree.add("", ROOT_INODE)
         self._by_path: dict[str, int] = {"": ROOT_INODE}
         self._next = ROOT_INODE + 1
         self._recent: OrderedDict[str, int] = OrderedDict()  # path -> its number, forgotten lately
@@ -70,6 +174,7 @@ class InodeTable:
                     self._next += 1
                 entry = InodeEntry(ino, path, node)
                 self._by_ino[ino] = entry
+                self._tree.add(path, ino)
                 self._by_path[path] = ino
             if count_lookup:
                 entry.lookups += 1
@@ -93,6 +198,7 @@ class InodeTable:
             entry.lookups -= n
             if entry.lookups <= 0:
                 del self._by_ino[ino]
+                self._tree.discard(entry.path, ino)
                 if self._by_path.get(entry.path) == ino:
                     del self._by_path[entry.path]
                     self._recent[entry.path] = ino  # still the path's file: its number if looked up again
@@ -102,6 +208,13 @@ class InodeTable:
     def entries(self) -> list[InodeEntry]:
         with self._lock:
             return list(self._by_ino.values())
+
+    def below(self, prefixes: Iterable[str]) -> list[InodeEntry]:
+        """The entries (unlinked ones too) whose path is one of ``prefixes`` or lies below one."""
+        with self._lock:
+            # "" is the root's own path, never a prefix (no path below it starts with "/")
+            inos = {ino for p in set(prefixes) for ino in (self._tree.below(p) if p else [ROOT_INODE])}
+            return [self._by_ino[i] for i in inos if i in self._by_ino]
 
     def rename(self, old: str, new: str, replaced_at: float) -> None:
         """A file renamed through the mount keeps its inode under the new path. The inode it
@@ -118,7 +231,10 @@ class InodeTable:
             if stale is not None and stale in self._by_ino:
                 self._by_ino[stale].replaced_at = replaced_at
             self._by_path[new] = ino
-            self._by_ino[ino].path = new
+            if ino in self._by_ino:
+                self._tree.discard(old, ino)
+                self._tree.add(new, ino)
+                self._by_ino[ino].path = new
 
     def detach(self, path: str) -> None:
         """``path`` was unlinked or removed: the next file made there gets an inode of its own,

@@ -121,10 +121,9 @@ class KernelNotifier:
 
 
 def entries_below(inodes: InodeTable, prefixes: Iterable[str]) -> list[InodeEntry]:
-    """The known entries at or below any of the view paths ``prefixes``."""
-    exact = set(prefixes)
-    inside = tuple(p + "/" for p in exact)
-    return [e for e in inodes.entries() if e.path in exact or e.path.startswith(inside)]
+    """The known entries at or below any of the view paths ``prefixes`` (an index walk: the
+    time of what is there, not of every inode the mount knows)."""
+    return inodes.below(prefixes)
 
 
 def _quietly(fn: Callable, *args: object) -> None:

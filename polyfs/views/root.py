@@ -161,29 +161,18 @@ class DomainDir(DirNode):
         return self.loaded and self.domains.fresh() and self.domains.generation() == self._generation
 
     def _load(self) -> dict[str, Node]:
-        gen = self.domains.generation()
+        """This directory's children from the list's per-view tree (built once per version of
+        the list): a listing costs what it holds, not the number of domains in the store."""
+        gen, tree = self.domains.tree(self.view.suffix, self.view.keeps)
         out: dict[str, Node] = {}
-        depth = len(self.prefix)
-        for path in self.domains.paths():
-            parts = view_parts(self.view.suffix, self.view.keeps, path)
-            if tuple(parts[:depth]) != self.prefix or len(parts) <= depth:
+        for name, path in tree.get(self.prefix, {}).items():
+            if path is None:
+                out[name] = self._subdir(name)
                 continue
-            if len(parts) == depth + 1:
-                leaf = parts[depth]
-                node = self._nodes.get(leaf)
-                if node is None or getattr(node, "_domain_path", None) != path:
-                    node = self._domain_leaf(path, leaf)
-                out[leaf] = node
-            else:
-                sub = parts[depth]
-                if sub in out and not isinstance(out[sub], DomainDir):
-                    log.warning("%s: %s hides a domain directory", self.view.name, sub)
-                    continue
-                out.setdefault(sub, self._subdir(sub))
-        for folder in self.domains.folders():
-            parts = [p for p in folder.split("/") if p]
-            if tuple(parts[:depth]) == self.prefix and len(parts) > depth:
-                out.setdefault(parts[depth], self._subdir(parts[depth]))  # a domain's name wins
+            node = self._nodes.get(name)
+            if node is None or getattr(node, "_domain_path", None) != path:
+                node = self._domain_leaf(path, name)
+            out[name] = node
         self._nodes = dict(out)
         self._generation = gen
         return out
@@ -284,6 +273,34 @@ class _DirLeaf(DirNode):
         return node is not None and node.ready()
 
 
+ViewTree = dict[tuple[str, ...], dict[str, "str | None"]]
+
+
+def view_tree(suffix: str, keeps: tuple[str, ...], paths: list[str], folders: list[str]) -> ViewTree:
+    """Every directory of one view (its components below the view) -> its children: a name
+    maps to the domain it shows (a leaf) or None (a directory). Domains come in ``paths``'
+    order: a leaf replaces a directory of its name, a directory never replaces a leaf (logged);
+    folders only add directories (a domain's name wins). One pass, linear in the names."""
+    tree: ViewTree = {}
+    for path in paths:
+        parts = view_parts(suffix, keeps, path)
+        for depth in range(len(parts) - 1):
+            here = tree.setdefault(tuple(parts[:depth]), {})
+            sub = parts[depth]
+            if here.get(sub) is not None:
+                log.warning("domain leaf %s (views naming domains *%s) hides a directory of domains", sub, suffix)
+                break
+            here.setdefault(sub, None)
+        else:
+            if parts:
+                tree.setdefault(tuple(parts[:-1]), {})[parts[-1]] = path
+    for folder in folders:
+        parts = [p for p in folder.split("/") if p]
+        for depth in range(len(parts)):
+            tree.setdefault(tuple(parts[:depth]), {}).setdefault(parts[depth], None)
+    return tree
+
+
 class DomainList:
     """The store's domains and folders, re-listed at most every ``ttl`` seconds."""
 
@@ -294,6 +311,7 @@ class DomainList:
         self._folders: list[str] = []
         self._at = -1e9
         self._gen = 0
+        self._trees: dict[tuple[str, tuple[str, ...]], tuple[int, ViewTree]] = {}
         self._lock = threading.Lock()
 
     def refresh(self, force: bool = False) -> None:
@@ -313,6 +331,35 @@ class DomainList:
     def fresh(self) -> bool:
         """The list is young enough that asking for it does no I/O."""
         return time.monotonic() - self._at < self.ttl
+
+    def tree(self, suffix: str, keeps: tuple[str, ...]) -> tuple[int, "ViewTree"]:
+        """The list's generation and, for a view naming domains with ``suffix``/``keeps``, every
+        directory's children (see :func:`view_tree`), made once per generation and view: each
+        directory of the view then lists in the time of its own entries (``ls -R`` of thousands
+        of domains in hundreds of folders would otherwise go over every domain per folder)."""
+        self.refresh()
+        with self._lock:
+            gen, paths, folders = self._gen, self._paths, self._folders
+            made = self._trees.get((suffix, keeps))
+        if made is not None and made[0] == gen:
+            return made
+        made = (gen, view_tree(suffix, keeps, paths, folders))
+        with self._lock:
+            if self._gen == gen:
+                self._trees = {k: v for k, v in self._trees.items() if v[0] == gen}
+                self._trees[(suffix, keeps)] = made
+        return made
+
+    def domain_at(self, suffix: str, keeps: tuple[str, ...], parts: list[str]) -> tuple[str, int] | None:
+        """The domain whose leaf ``parts`` (components below a view) starts with, and how many
+        components that leaf takes; None above or beside every domain. Dictionary lookups in
+        :meth:`tree`, never a pass over every domain (a write routed per file)."""
+        _, tree = self.tree(suffix, keeps)
+        for i, name in enumerate(parts):
+            path = tree.get(tuple(parts[:i]), {}).get(name)
+            if path is not None:
+                return path, i + 1
+        return None
 
     def paths(self) -> list[str]:
         self.refresh()
