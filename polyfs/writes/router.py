@@ -12,7 +12,7 @@ from ..errors import NotFound, ReadOnly
 from ..formats import Format, formats
 from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel
-from ..views.root import DomainList, domain_stem, view_parts
+from ..views.root import DomainList
 
 
 
@@ -76,17 +76,11 @@ class Router:
         view = self.view_of(path)
         parts = [p for p in path.split("/")[1:] if p]
         t = Target(view, parts)
-        leaves = {}
-        for dom in self.domains.paths():
-            if domain_stem(dom):
-                leaves[tuple(view_parts(view.suffix, view.keeps_names, dom))] = dom
-        for i in range(1, len(parts) + 1):
-            dom = leaves.get(tuple(parts[:i]))
-            if dom is not None:
-                t.domain = dom
-                t.model = self.load(dom)
-                self._descend(t, parts[i:])
-                break
+        hit = self.domains.domain_at(view.suffix, view.keeps_names, parts)  # the listing's own tree
+        if hit is not None:
+            t.domain, i = hit
+            t.model = self.load(t.domain)
+            self._descend(t, parts[i:])
         return t
 
     @staticmethod
