@@ -313,7 +313,7 @@ class Catalog:
         missing (a store from before they were kept) leaves the inline type as it is."""
         tried: set[str] = set()
         while True:
-            wanted = sorted(tid for tid in _inline_committed(model) - set(model.datatypes) - tried
+            wanted = sorted(tid for tid in model.committed_types_used() - set(model.datatypes) - tried
                             if _same_domain(tid, model.domain.root))
             if not wanted:
                 return
@@ -713,19 +713,6 @@ def _same_domain(obj_id: str, root_id: str) -> bool:
         return ids.root_of(obj_id) == root_id
     except SchemaError:
         return False
-
-
-def _inline_committed(model: DomainModel) -> set[str]:
-    """Ids of the committed types the model's datasets and attributes use (a committed type is
-    a whole dataset or attribute type, never a member of another)."""
-    used: set[str] = set()
-    for table in (model.groups, model.datasets, model.datatypes):
-        for obj in table.values():
-            types = [a.type for a in obj.attributes.values()]
-            if isinstance(obj, Dataset):
-                types.append(obj.type)
-            used.update(t.committed_id for t in types if t.committed_id)
-    return used
 
 
 def _filter_itemsize(dataset: Dataset) -> int:

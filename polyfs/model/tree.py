@@ -52,6 +52,21 @@ class DomainModel:
                 return table[obj_id]
         raise NotFound(f"object {obj_id} is not in domain {self.domain.path}")
 
+    def committed_types_used(self, skip: set[str] | frozenset[str] = frozenset()) -> set[str]:
+        """Ids of the committed types the objects (other than ``skip``) use as dataset or
+        attribute types (a committed type is a whole type, never a member of another): the
+        unlinked ones a load must fetch, the ones a write that drops their link must keep."""
+        used: set[str] = set()
+        for table in (self.groups, self.datasets, self.datatypes):
+            for oid, obj in table.items():
+                if oid in skip:
+                    continue
+                types = [a.type for a in obj.attributes.values()]
+                if isinstance(obj, Dataset):
+                    types.append(obj.type)
+                used.update(t.committed_id for t in types if t.committed_id)
+        return used
+
     # -- the canonical tree ------------------------------------------------
     def walk(self) -> Iterator[Entry]:
         """Every reachable object once, at its canonical path, parents first."""

@@ -58,7 +58,6 @@ from ...writes.protocol import DocumentChanges, KnownChunk, WrittenFile
 from .render import DatasetPlan, HDF5File, Planner, dimension_scale_class, external_file
 from .hints import file_tracks_attribute_order, record_untracked_orders
 from .ncfill import shown_fill
-from .typeuse import committed_in_use
 from .scales import SCALE_ATTRS, same_as_shown
 from .filetypes import model_type
 from .source import HDF5Importer, _Object, scalar_block
@@ -228,7 +227,7 @@ class DocumentDiff:
         if self.current is not self.model:  # removed meanwhile by another writer: gone already
             reachable &= {e.obj.id for e in self.current.walk()}
         unreached = reachable - seen - self.planner.left_out.keys()  # not shown is not deleted
-        self.out.removed = sorted(unreached - committed_in_use(self.model, unreached))  # unlinked, still used
+        self.out.removed = sorted(unreached - self.model.committed_types_used(set(unreached)))  # unlinked, still used
         if self.out.removed and not self.trusted:
             gone = ", ".join(self.model.canonical_paths().get(i, i) for i in self.out.removed[:3])
             raise self.refuse(gone, "the domain changed in the store since this file was opened, so objects "
