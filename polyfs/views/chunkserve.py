@@ -219,9 +219,10 @@ class ChunkSource:
             raise ChunkMissing(f"chunk {self.index.key(missing)} is not in the chunk index of {self.dataset.id}")
         return sizes
 
-    def transcoded_chunk(self, linear: int, t: Transcoding) -> TranscodedChunk:
+    def transcoded_chunk(self, linear: int, t: Transcoding, stored_size: int = -1) -> TranscodedChunk:
         return TranscodedChunk(self.index.key(int(linear)), self.pipeline, self.raw_nbytes,  # type: ignore[arg-type]
-                               t.tag, t.encode, t.transform, -1 if t.length is None else t.length)
+                               t.tag, t.encode, t.transform, -1 if t.length is None else t.length,
+                               stored_size=stored_size)
 
 
 def build_items(src: ChunkSource, recipe: Recipe, linear: np.ndarray) -> Items:
@@ -260,11 +261,10 @@ def build_items(src: ChunkSource, recipe: Recipe, linear: np.ndarray) -> Items:
     segments: list[Segment] = []
     lengths = np.zeros(linear.shape, dtype=np.int64)
     for i, lin in enumerate(linear):
-        tc = src.transcoded_chunk(int(lin), t)
+        tc = src.transcoded_chunk(int(lin), t, int(sizes[i]))
         if t.length is None:
             # variable-length output: produce once to learn the size (documented exception)
-            n = len(tc.produce(src.ctx))
-            tc = TranscodedChunk(tc.key, tc.source, tc.raw_nbytes, tc.tag, tc.encode, tc.transform, n, tc.fill)
+            tc = replace(tc, length=len(tc.produce(src.ctx)))
         segments.append(Produced(tc))
         lengths[i] = tc.length
     offsets = np.zeros(linear.shape, dtype=np.int64)

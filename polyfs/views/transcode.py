@@ -6,7 +6,7 @@ Both run in the reader's worker threads and are cached by it (keyed by
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Hashable
 
 from ..codecs.pipeline import Pipeline, gzip_trailer
@@ -68,10 +68,13 @@ class TranscodedChunk:
     transform: Callable[[bytes], bytes] | None = field(default=None, compare=False, hash=False)
     length: int = -1
     fill: bytes | None = field(default=None, compare=False, hash=False)  # used when the chunk is absent
+    # the stored size the file was laid out with (-1: unknown): a reader that opened before a
+    # write replaced or deleted the chunk is served the version it opened (fetch_chunk)
+    stored_size: int = -1
 
     @property
     def cache_key(self) -> Hashable:
-        return ("transcode", self.key, self.tag)
+        return ("transcode", self.key, self.tag, self.stored_size)
 
     def produce(self, ctx: Any) -> bytes:
         if self.fill is not None:
@@ -82,7 +85,7 @@ class TranscodedChunk:
             else:
                 raw = self.source.decode(stored, self.raw_nbytes)
         else:
-            raw = self.source.decode(fetch_chunk(ctx, self.key), self.raw_nbytes)
+            raw = self.source.decode(fetch_chunk(ctx, self.key, self.stored_size), self.raw_nbytes)
         if self.transform is not None:
             raw = self.transform(raw)
         return self.encode(raw)
@@ -90,8 +93,7 @@ class TranscodedChunk:
     def measure(self, reader: Any) -> "TranscodedChunk":
         """A copy whose ``length`` is the real output size (produced once, then cached)."""
         data = self.produce(reader.ctx)
-        sized = TranscodedChunk(self.key, self.source, self.raw_nbytes, self.tag, self.encode,
-                                self.transform, len(data), self.fill)
+        sized = replace(self, length=len(data))
         reader.cache.put(sized.cache_key, data)
         return sized
 
