@@ -1,9 +1,9 @@
-"""``polyfs import``: bring an HDF5 file, a TIFF, a Zarr v3 hierarchy or an N5
+"""``polyfs import``: bring an HDF5 file, a TIFF, a Zarr (v3 or v2) hierarchy or an N5
 container into the store as ONE domain, all-or-nothing.
 
 The source kind is recognised from its bytes and layout, not its name: an
-HDF5 superblock signature, a TIFF header, a directory with ``zarr.json``, a
-directory with ``attributes.json`` (N5). Each format module builds the domain
+HDF5 superblock signature, a TIFF header, a directory with ``zarr.json`` (or
+``.zgroup``/``.zarray``), a directory with ``attributes.json`` (N5). Each format module builds the domain
 through one :class:`~polyfs.model.writer.DomainWriter`, so a failure at any
 point deletes what was written and the store is left as it was.
 
@@ -39,8 +39,9 @@ def detect_kind(source: Path) -> str:
         if fmt.has_source and fmt.source().claims(source):
             return fmt.name
     if source.is_dir():
-        raise SourceError(source, "a directory that is neither a Zarr v3 hierarchy (zarr.json) "
-                                  "nor an N5 container (attributes.json), at its top or in a directory below")
+        raise SourceError(source, "a directory that is neither a Zarr v3 hierarchy (zarr.json), a Zarr v2 one "
+                                  "(.zgroup, .zarray) nor an N5 container (attributes.json), at its top or in a "
+                                  "directory below")
     if _head(source, 4)[:3] == b"CDF":
         raise SourceError(source, "a netCDF-3 (classic) file, which is not HDF5: convert it to netCDF-4 first "
                                   "(nccopy -k nc4 in.nc out.nc) and import that")

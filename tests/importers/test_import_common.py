@@ -98,9 +98,12 @@ def test_detect_kind(tmp_path, hdf5_files, tiff_files, zarr_source, n5_sources):
         f["x"] = np.arange(3)
     assert detect_kind(ub) == "hdf5"
     (tmp_path / "v2").mkdir()
-    (tmp_path / "v2" / ".zgroup").write_text("{}")
-    with pytest.raises(SourceError, match="Zarr v2"):
-        detect_kind(tmp_path / "v2")
+    (tmp_path / "v2" / ".zgroup").write_text('{"zarr_format": 2}')
+    assert detect_kind(tmp_path / "v2") == "zarr"  # a Zarr v2 hierarchy
+    (tmp_path / "v9").mkdir()
+    (tmp_path / "v9" / ".zgroup").write_text("{}")
+    with pytest.raises(SourceError, match="Zarr v2 metadata with zarr_format None"):
+        detect_kind(tmp_path / "v9")
     assert default_domain(zarr_source) == "/hier.h5" and default_domain(tiff_files["tiled_zstd"]) == "/tiled_zstd.h5"
 
 

@@ -1,5 +1,12 @@
 """Import a Zarr v3 hierarchy: groups, arrays and attributes, from ``zarr.json``.
 
+A Zarr v2 hierarchy (``.zgroup``/``.zarray``/``.zattrs``, as zarr-python
+``zarr_format=2``, xarray and OME-Zarr 0.4 write it) is imported too: each
+``.zarray`` is restated as the Zarr v3 metadata it stands for (shape, chunk
+shape, data type, fill value, ``.zattrs``) and its chunks are read with
+zarr-python (any v2 filter or compressor it knows, C or F order, either
+dimension separator) and written with the chosen encoding.
+
 The metadata is parsed here (no library decides what is copied). An array's
 codec chain ``bytes(endian)`` + bytes-to-bytes codecs of the translation
 table (``gzip``, ``zstd``, ``blosc``, ``numcodecs.zlib/bz2/shuffle/
@@ -32,8 +39,9 @@ from ...errors import CodecError, PolyfsError, SourceError
 from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (dir_below, source_errors, write_plans, ChunkSink, ImportOptions, Progress, big_endian, read_json_object,
-                                 set_json_attrs, stored_pipeline_filters, write_decoded)
+from ...importers.common import (dir_below, source_errors, write_plans, ChunkSink, ImportOptions, Progress,
+                                 big_endian, read_json_object, set_json_attrs, stored_pipeline_filters,
+                                 write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
 from . import cf
@@ -64,6 +72,7 @@ class ZarrImporter:
         self.path = Path(path)
         self.writer = writer
         self.opts = opts
+        self.zarr_format = 2 if _v2_hierarchy(self.path) else 3
 
     def err(self, where: Path | str, cause: object) -> SourceError:
         return SourceError(where, " ".join(str(cause).split()))
@@ -81,6 +90,10 @@ class ZarrImporter:
     def run(self) -> None:
         with source_errors(lambda cause: self.err(self.path, cause)):
             plans: list[_ArrayPlan] = []
+            if self.zarr_format == 2:
+                self._run_v2(plans)
+                write_plans(plans, self._write, self.path.name, self.opts.progress)
+                return
             root = self.load_meta(self.path) if (self.path / META).is_file() else {"node_type": "group"}
             if root["node_type"] == "array":
                 plans.append(self._plan_array(self.path, "data", root, self.writer.root))
@@ -122,6 +135,49 @@ class ZarrImporter:
             else:
                 plans.append(self._plan_array(child, child.name, meta, group))
 
+    # -- Zarr v2 ---------------------------------------------------------------------------
+    def _run_v2(self, plans: list[_ArrayPlan]) -> None:
+        if (self.path / V2_ARRAY).is_file():
+            plans.append(self._plan_array(self.path, "data", self._v2_array_meta(self.path), self.writer.root))
+            return
+        set_json_attrs(self.writer.root, self._v2_attrs(self.path))
+        self._walk_v2(self.path, self.writer.root, plans)
+
+    def _walk_v2(self, node: Path, group, plans: list[_ArrayPlan]) -> None:
+        for child in sorted(p for p in node.iterdir() if p.is_dir()):
+            if (child / V2_ARRAY).is_file():
+                plans.append(self._plan_array(child, child.name, self._v2_array_meta(child), group))
+            elif (child / V2_GROUP).is_file() or dir_below(child, _is_v2_node):
+                g = self.writer.add_group(group, child.name)
+                set_json_attrs(g, self._v2_attrs(child))
+                self._walk_v2(child, g, plans)
+
+    def _v2_attrs(self, node: Path) -> dict:
+        f = node / V2_ATTRS
+        return read_json_object(f) if f.is_file() else {}
+
+    def _v2_array_meta(self, node: Path) -> dict:
+        """``.zarray`` restated as the v3 metadata the rest of this module reads: no codecs
+        (so the chunks are read with zarr-python), the v3 name of the data type where one
+        exists (else zarr-python's numpy dtype decides), the fill value if it is a number."""
+        zmeta = read_json_object(node / V2_ARRAY)
+        if zmeta.get("zarr_format") != 2:
+            raise self.err(node / V2_ARRAY, f"zarr_format {zmeta.get('zarr_format')!r} (expected 2)")
+        arr = self._zarr_array(node)
+        npdt = np.dtype(arr.dtype)
+        if npdt.kind in "biufc" and not npdt.names:
+            data_type: Any = npdt.name
+            fill = zmeta.get("fill_value")
+        else:
+            data_type = _v2_data_type(npdt)
+            fill = None
+            if not _zero_like(arr.fill_value):
+                raise self.err(node / V2_ARRAY, f"fill_value {zmeta.get('fill_value')!r} of a {npdt} array "
+                                               f"(only numeric fill values are supported)")
+        return {"zarr_format": 3, "node_type": "array", "shape": list(arr.shape),
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(arr.chunks)}},
+                "data_type": data_type, "codecs": [], "fill_value": fill, "attributes": self._v2_attrs(node)}
+
     # -- arrays -----------------------------------------------------------------------------
     def _dtype(self, meta: dict, endian: str, where: Path) -> T.DType:
         dt = meta.get("data_type")
@@ -144,7 +200,8 @@ class ZarrImporter:
         from zarr.storage import LocalStore
 
         try:
-            return zarr.open_array(store=LocalStore(str(where), read_only=True), mode="r", zarr_format=3)
+            return zarr.open_array(store=LocalStore(str(where), read_only=True), mode="r",
+                                   zarr_format=self.zarr_format)
         except Exception as exc:  # zarr-python raises many kinds
             raise self.err(where, f"zarr-python cannot open the array ({type(exc).__name__}: {exc})") from None
 
@@ -346,15 +403,60 @@ def _vlen_ready(data: np.ndarray, dtype: T.DType) -> np.ndarray:
     return data
 
 
+V2_ARRAY, V2_GROUP, V2_ATTRS = ".zarray", ".zgroup", ".zattrs"
+
+
+def _is_v2_node(path: Path) -> bool:
+    return (path / V2_GROUP).is_file() or (path / V2_ARRAY).is_file()
+
+
+def _v2_hierarchy(path: Path) -> bool:
+    """A Zarr v2 hierarchy: ``.zgroup``/``.zarray`` at its top, or (no ``zarr.json``
+    anywhere) below it, as tensorstore's ``zarr`` driver writes arrays into plain directories."""
+    if _is_v2_node(path):
+        return True
+    return not (path / META).is_file() and not _metadata_below(path) and dir_below(path, _is_v2_node)
+
+
+def _v2_data_type(npdt: np.dtype) -> Any:
+    """The v3 data type a non-numeric v2 dtype stands for: variable-length strings,
+    ``fixed_length_utf32`` (numpy ``U``) or None (zarr-python's numpy dtype is used)."""
+    if npdt.kind in "OT":
+        return "string"
+    if npdt.kind == "U":
+        return {"name": "fixed_length_utf32", "configuration": {"length_bytes": npdt.itemsize}}
+    return None
+
+
+def _zero_like(fill: Any) -> bool:
+    """Whether a non-numeric fill value is what the store's default fill (zeros) gives."""
+    if fill is None:
+        return True
+    try:
+        arr = np.asarray(fill)
+        if arr.dtype.kind in "OT":
+            return all(not v for v in arr.ravel())
+        return not arr.tobytes().strip(b"\0")
+    except (TypeError, ValueError):
+        return False
+
+
 def claims(path: Path) -> bool:
-    """A directory with a ``zarr.json`` (Zarr v3); a Zarr v2 hierarchy is named and refused."""
+    """A directory with a ``zarr.json`` (Zarr v3) or a ``.zgroup``/``.zarray`` (Zarr v2)."""
     if not path.is_dir():
         return False
     if (path / META).is_file():
         return True
-    if (path / ".zgroup").exists() or (path / ".zarray").exists():
-        raise SourceError(path, "a Zarr v2 hierarchy (only Zarr v3, with zarr.json, is supported)")
-    return _metadata_below(path)
+    if _is_v2_node(path):
+        f = path / (V2_ARRAY if (path / V2_ARRAY).is_file() else V2_GROUP)
+        try:
+            version = read_json_object(f).get("zarr_format")
+        except (SourceError, OSError) as exc:
+            raise SourceError(f, f"unreadable Zarr v2 metadata ({exc})") from None
+        if version != 2:
+            raise SourceError(f, f"Zarr v2 metadata with zarr_format {version!r} (expected 2)")
+        return True
+    return _metadata_below(path) or dir_below(path, _is_v2_node)
 
 
 def _metadata_below(root: Path) -> bool:
