@@ -137,6 +137,11 @@ class Ingester(Protocol):
         piecewise: a chunk at a time, never the whole file."""
         ...
 
+    def hidden_members(self, t: "Target", group: "Group") -> list[str]:
+        """Link names of ``group`` this view does not show (``zarr/``: netCDF dimensions without
+        a variable): they do not keep the group's directory from ``rmdir`` and go with it."""
+        ...
+
     def dir_position(self, rest: list[str], decl: ArrayWrite) -> tuple[list[int], int] | None:
         """For a directory below an array (``c/0`` in Zarr, ``3/1`` in N5): the leading
         chunk-file coordinates it fixes and the first dimension it fixes, or None."""

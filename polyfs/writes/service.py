@@ -252,17 +252,24 @@ class WriteService:
                 self._clear_zeroed(t, lambda: self._chunks_below(t), path)
             return  # an emptied chunk directory: nothing stored
         if t.h5path == "/":
-            if t.model is not None and t.model.root.links:
+            if t.model is not None and self._shown_links(t, t.model.root):
                 raise NotEmpty(path)
             self.editor.delete_domain(t.domain)
             self.router.domains.refresh(force=True)
             return
-        if isinstance(t.obj, Group) and t.obj.links:
+        if isinstance(t.obj, Group) and self._shown_links(t, t.obj):
             raise NotEmpty(path)
         if isinstance(t.obj, Dataset) and len(idx := self.catalog.chunk_index(t.obj)):
             self._clear_zeroed(t, lambda: [tuple(int(x) for x in c) for c in idx.coords_of(idx.linear)], path)
         self._forget(t.obj.id)
-        self.editor.delete(t.domain, t.h5path)
+        self.editor.delete(t.domain, t.h5path, recursive=isinstance(t.obj, Group))
+
+    def _shown_links(self, t: Target, group: Group) -> set[str]:
+        """The links of ``group`` the view shows: members it hides (netCDF dimensions without
+        a variable in ``zarr/``) do not keep its directory from ``rmdir``; they go with it."""
+        ing = self.ingester(t)
+        hidden = () if _is_document(ing) else ing.hidden_members(t, group)
+        return set(group.links) - set(hidden)
 
     def _clear_zeroed(self, t: Target, below: Callable[[], list[tuple[int, ...]]], path: str) -> None:
         """``rmdir`` of a directory holding the chunks ``below()``: NotEmpty unless each is a

@@ -101,6 +101,10 @@ class N5Ingester:
     def __init__(self, ctx: ViewContext) -> None:
         self.ctx = ctx
 
+    def hidden_members(self, t: Any, group: Group) -> list[str]:
+        """Nothing: the N5 view shows every member (netCDF dimensions too)."""
+        return []
+
     def parse_metadata(self, data: bytes, where: str) -> GroupWrite | ArrayWrite:
         return parse(data, where)
 

@@ -290,6 +290,18 @@ class ZarrIngester:
             return replace(got, layout=(keys, index, inner, untranspose))
         return got
 
+    def hidden_members(self, t: Any, group: Group) -> list[str]:
+        """Members of ``group`` this view does not show (netCDF dimensions without a variable):
+        ``rm -r``, ``to_zarr(mode="w")`` and ``open_group(mode="w")`` remove all a user sees, so
+        these must not keep the directory non-empty; they go with the group."""
+        conventions = cf.Conventions(t.model)
+        out = []
+        for name, link in group.links.items():
+            obj = t.model.get(link.id) if link.kind == "hard" and link.id else None
+            if isinstance(obj, Dataset) and not conventions.shows(obj):
+                out.append(name)
+        return out
+
     def shown_attributes(self, t: Any, obj: Group | Dataset) -> dict[str, Any]:
         from .view import ZarrDomain
 
