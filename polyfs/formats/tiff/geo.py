@@ -260,6 +260,21 @@ def cf_geo_tags(ds: Dataset, cf: CFGeo | None) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
+def unedited_cf_tags(ds: Dataset, got: dict[str, Any], served: dict[str, Any]) -> set[str]:
+    """The georeferencing tags of a file edited in place (``got``: name -> (type, shape, value))
+    that only repeat what the view served from ``ds``'s CF georeferencing (``served``, the same
+    of the view's own file): ``gdal_edit.py -a_nodata`` of a netCDF variable's file had them
+    stored as GeoTIFF attributes of the variable, which then hid later changes of its grid
+    mapping. Empty when ``ds`` has GeoTIFF tags of its own or the editor changed any of them
+    (then they are all its own now: stored, cf_geo_tags serves no CF one beside them)."""
+    if any(n in ds.attributes for n in _OWN_GEO):
+        return set()
+    names = {n for n in _OWN_GEO if n in got or n in served}
+    if any((got[n][2] if n in got else None) != (served[n][2] if n in served else None) for n in names):
+        return set()
+    return names
+
+
 def _sibling(model: Any, path: str, name: str) -> Dataset | None:
     """The dataset ``name`` beside ``path`` (CF), else at the root; None when there is none."""
     parent = path.rstrip("/").rsplit("/", 1)[0]
@@ -284,18 +299,50 @@ def find_cf_geo(model: Any, path: str, ds: Dataset,
     gt = geo_transform(gm)
     if gt is None and read is not None:
         gt = _coordinate_transform(model, path, ds, read)
+    elif gt is not None and read is not None:
+        gt = _rows_as_stored(model, path, ds, read, gt)
     return CFGeo(gm, gt)
+
+
+def _image_axes(ds: Dataset) -> tuple[int, list[str]] | None:
+    """The row axis of ``ds``'s image plane and its dimension names, or None (no raster)."""
+    r = raster(ds)
+    names = [str(n).strip() if isinstance(n, str) else "" for n in axis_names(ds, None, "")]
+    if r is None or len(names) != ds.rank:
+        return None
+    return ds.rank - (3 if r.samples > 1 else 2), names
+
+
+def _rows_as_stored(model: Any, path: str, ds: Dataset, read: Callable[[Dataset], np.ndarray | None],
+                    gt: tuple[float, ...]) -> tuple[float, ...]:
+    """GDAL's ``GeoTransform`` attribute describes the picture GDAL's netCDF driver shows, north
+    up, while the rows it writes (``WRITE_BOTTOMUP``, its default) run south to north, as the
+    ascending y coordinate variable says: the TIFF, which serves the rows as stored, was upside
+    down (``gdallocationinfo`` gave the value of the mirrored row). When the y coordinate runs
+    against the transform's row step, the transform is turned to the stored rows' order."""
+    axes = _image_axes(ds)
+    x0, dx, rx, y0, ry, dy = gt
+    if axes is None or rx != 0 or ry != 0:
+        return gt
+    row, names = axes
+    cds = _coordinate(model, path, ds, row, names[row], Y_NAMES)
+    v = read(cds) if cds is not None else None
+    if v is None or v.size < 2 or not np.all(np.isfinite(v.astype(np.float64))) or v[-1] == v[0]:
+        return gt
+    if (float(v[-1]) > float(v[0])) == (dy > 0):
+        return gt
+    rows = int(ds.shape.array_shape[row])
+    return (x0, dx, 0.0, y0 + dy * rows, 0.0, -dy)
 
 
 def _coordinate_transform(model: Any, path: str, ds: Dataset,
                           read: Callable[[Dataset], np.ndarray | None]) -> tuple[float, ...] | None:
     """GDAL's GeoTransform from the coordinate variables (pixel centres, as xarray and CF give
     them) of the image plane's dims named y and x, when both are evenly spaced."""
-    r = raster(ds)
-    names = [str(n).strip() if isinstance(n, str) else "" for n in axis_names(ds, None, "")]
-    if r is None or len(names) != ds.rank:
+    axes = _image_axes(ds)
+    if axes is None:
         return None
-    row = ds.rank - (3 if r.samples > 1 else 2)
+    row, names = axes
     spaced = []
     for axis, kinds in ((row + 1, X_NAMES), (row, Y_NAMES)):
         cds = _coordinate(model, path, ds, axis, names[axis], kinds)

@@ -66,7 +66,7 @@ from ...writes.protocol import (
 )
 from .described import DESCRIPTIVE_CODES, DESCRIPTIVE_NAMES, descriptive_attributes, descriptive_tags
 from .dropped import say_tags_dropped
-from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags
+from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags, unedited_cf_tags
 from .image import written_stem
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
@@ -225,6 +225,7 @@ class TiffIngester:
                           for p in frames(old)]
                 served = _plain_tags(old.pages.first)
                 served_extra = extra_samples(old.pages.first)
+                served_geo = geo_attributes(old.pages.first)
         except Exception:  # noqa: BLE001 - the view's own file: it parses, unless the model moved meanwhile
             return None
         img = Segments.of(pages, key, geo, lead, dtype, where)
@@ -239,7 +240,7 @@ class TiffIngester:
                     changed.add((n, int(t_)))
         img.check_bounds(src.size(), where)
         out = DocumentChanges()
-        tags = _geo_change(ds, key, served_extra)
+        tags = _geo_change(ds, key, served_extra, served_geo)
         if tags is not None:
             out.objects.append(tags)
         dropped = _tags_changed(served, key)
@@ -470,13 +471,17 @@ _RANK_BOUND = frozenset({"axes", "_ARRAY_DIMENSIONS", "DIMENSION_LABELS", "_Netc
 _RANK_BOUND_REFS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS")
 
 
-def _geo_change(ds: Dataset, key: Any, served_extra: list[str]) -> ObjectChange | None:
+def _geo_change(ds: Dataset, key: Any, served_extra: list[str],
+                served_geo: dict[str, Any] | None = None) -> ObjectChange | None:
     """GeoTIFF/GDAL tags edited in place (``gdal_edit.py -a_srs/-a_ullr/-a_nodata/-mo``,
     ``-unsetnodata``): the attributes whose tag now says something else, and those whose tag
     the view's file served and the file no longer has; ExtraSamples set in place (``gdal_edit.py
     -colorinterp_2 alpha``) as the ``extrasamples`` attribute; the descriptive tags (described.py:
-    ``tiffset -s 315``, ``gdal_edit.py -mo TIFFTAG_ARTIST=...``) as theirs."""
+    ``tiffset -s 315``, ``gdal_edit.py -mo TIFFTAG_ARTIST=...``) as theirs. Georeferencing the
+    view derived from CF attributes and the editor left as served stays derived (geo.py)."""
     got = {**geo_attributes(key), **descriptive_attributes(key)}
+    for name in unedited_cf_tags(ds, got, served_geo or {}):
+        got.pop(name, None)
     extra = extra_samples(key)
     if extra != served_extra and len(extra) == len(served_extra):
         got["extrasamples"] = (T.StringType(None, "utf8", "nullterm"), Shape("simple", (len(extra),)), extra)
