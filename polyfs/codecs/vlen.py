@@ -29,7 +29,8 @@ def _enc_element(t: DType, x: Any, out: bytearray) -> None:
         out += _COUNT.pack(len(b))
         out += b
     elif isinstance(t, VlenType):
-        arr = np.asarray(x if x is not None else [], dtype=t.base.numpy())
+        dt = t.base.numpy()  # an array base: its dims are folded into the shape once, not repeated
+        arr = np.asarray(x if x is not None else [], dtype=dt.subdtype[0] if dt.subdtype is not None else dt)
         b = arr.tobytes()
         out += _COUNT.pack(len(b))
         out += b

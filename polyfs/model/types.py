@@ -26,7 +26,7 @@ _PADS = {"H5T_STR_NULLTERM": "nullterm", "H5T_STR_NULLPAD": "nullpad", "H5T_STR_
 _REFS = {"H5T_STD_REF_OBJ": "object", "H5T_STD_REF_DSETREG": "region"}
 REF_ITEMSIZE = 48  # HSDS stores an object reference as "groups/<id>" in S48
 # any size: the grammar's pattern, extended to sizes it has no predefined name for (H5T_STD_I24LE)
-_INT_NAME = re.compile(r"H5T_STD_([IU])(\d+)(LE|BE)$")
+_INT_NAME = re.compile(r"H5T_STD_([IUB])(\d+)(LE|BE)$")
 _FLOAT_NAME = re.compile(r"H5T_IEEE_F(\d+)(LE|BE)$")
 _TIME_NAME = re.compile(r"H5T_UNIX_D(\d+)(LE|BE)$")
 EXT = "polyfs"  # the key of polyfs's extensions inside an HDF5/JSON type (bit layouts HSDS has no spelling for)
@@ -83,10 +83,12 @@ class IntType(DType):
     precision: int | None = None  # None: every bit of ``size``
     offset: int = 0
     pad: tuple[int, int] = (0, 0)
+    bitfield: bool = False  # HDF5's bitfield class (PyTables' and pandas' bool): unsigned bits
 
     @property
     def base(self) -> str:
-        return f"H5T_STD_{'I' if self.signed else 'U'}{8 * self.size}{_order_suffix(self.byteorder)}"
+        letter = "B" if self.bitfield else "I" if self.signed else "U"
+        return f"H5T_STD_{letter}{8 * self.size}{_order_suffix(self.byteorder)}"
 
     @property
     def bits(self) -> int:
@@ -99,7 +101,7 @@ class IntType(DType):
         return self.size in (1, 2, 4, 8) and self.precision is None and self.offset == 0 and self.pad == (0, 0)
 
     def to_json(self) -> Any:
-        out: dict[str, Any] = {"class": "H5T_INTEGER", "base": self.base}
+        out: dict[str, Any] = {"class": "H5T_BITFIELD" if self.bitfield else "H5T_INTEGER", "base": self.base}
         if self.precision is not None or self.offset or self.pad != (0, 0):
             out[EXT] = {"precision": self.bits, "offset": self.offset, "pad": list(self.pad)}
         return out
@@ -524,12 +526,13 @@ def _int_from_json(obj: Any) -> "IntType":
             raise SchemaError(f"unknown integer type {base!r}")
         n, o, letter = named
         sgn = letter == "I"
+    bitfield = str(base).startswith("H5T_STD_B")
     if not isinstance(obj, Mapping) or EXT not in obj:
-        return IntType(n, sgn, o)
+        return IntType(n, sgn, o, bitfield=bitfield)
     ext = _ext(obj)
     precision = int(ext.get("precision", 8 * n))
     return IntType(n, sgn, o, None if precision == 8 * n else precision, int(ext.get("offset", 0)),
-                   tuple(int(x) for x in ext.get("pad", (0, 0))))  # type: ignore[arg-type]
+                   tuple(int(x) for x in ext.get("pad", (0, 0))), bitfield)  # type: ignore[arg-type]
 
 
 def _float_from_json(obj: Any) -> "FloatType":
@@ -584,7 +587,7 @@ def from_json(obj: Any, resolve: Resolver | None = None) -> DType:
         inner = {k: v for k, v in obj.items() if k != "id"}
         return Committed(obj["id"], from_json(inner, resolve))
     try:
-        if cls == "H5T_INTEGER":
+        if cls in ("H5T_INTEGER", "H5T_BITFIELD"):
             return _int_from_json(obj)
         if cls == "H5T_FLOAT":
             return _float_from_json(obj)

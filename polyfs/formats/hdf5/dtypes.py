@@ -31,10 +31,10 @@ from ...errors import UnsupportedType
 from ...model import types as T
 from ...model.values import as_layout, fill_array, ref_from_json, region_to_json
 from .layout import AddrKey, Blob
-from .structs import (ARRAY_V2, CLASS_ARRAY, CLASS_COMPOUND, CLASS_ENUM, CLASS_FIXED, CLASS_FLOAT, CLASS_OPAQUE,
-                      CLASS_REFERENCE, CLASS_STRING, CLASS_TIME, CLASS_VLEN, COMPOUND_MEMBER_V1, COMPOUND_MEMBER_V2,
-                      DATATYPE, FIXED_POINT, FLOATING_POINT, REGION_REFERENCE, SHARED_V2, TIME_PROPERTIES,
-                      VL_HEAP_ID, padded)
+from .structs import (ARRAY_V2, CLASS_ARRAY, CLASS_BITFIELD, CLASS_COMPOUND, CLASS_ENUM, CLASS_FIXED, CLASS_FLOAT,
+                      CLASS_OPAQUE, CLASS_REFERENCE, CLASS_STRING, CLASS_TIME, CLASS_VLEN, COMPOUND_MEMBER_V1,
+                      COMPOUND_MEMBER_V2, DATATYPE, FIXED_POINT, FLOATING_POINT, REGION_REFERENCE, SHARED_V2,
+                      TIME_PROPERTIES, VL_HEAP_ID, padded)
 from .region import region_object
 
 _PADS = {"nullterm": 0, "nullpad": 1, "spacepad": 2}
@@ -75,7 +75,8 @@ def _encode(t: T.DType, v: int) -> bytes:
     if isinstance(t, T.IntType):
         lo, hi = t.pad
         bits = (1 if t.byteorder == ">" else 0) | (lo << 1) | (hi << 2) | (0x08 if t.signed else 0)
-        return _header(CLASS_FIXED, 1, t.size, bits) + FIXED_POINT.pack(offset=t.offset, precision=t.bits)
+        cls = CLASS_BITFIELD if t.bitfield else CLASS_FIXED  # same properties as integers
+        return _header(cls, 1, t.size, bits) + FIXED_POINT.pack(offset=t.offset, precision=t.bits)
     if isinstance(t, T.FloatType):
         fb = t.bits
         lo, hi, inner = fb.pad
@@ -233,6 +234,20 @@ def _base_dtype(t: T.DType) -> np.dtype:
     return dt.subdtype[0] if dt.subdtype is not None else dt
 
 
+def _sequence(base: T.DType, x: Any) -> np.ndarray:
+    """The elements of one variable-length sequence. Those of an array type (PyTables'
+    VLArray of a shaped atom) keep its dims folded into the shape once: converting them to
+    the subarray dtype would repeat each value across a whole element."""
+    x = x if x is not None else []
+    if not fixed(base):
+        return np.asarray(x, dtype=object)
+    dt = base.numpy()
+    if dt.subdtype is None:
+        return np.asarray(x, dtype=dt)
+    sub, dims = dt.subdtype
+    return np.asarray(x, dtype=sub).reshape((-1,) + dims)
+
+
 def to_disk(t: T.DType, raw: bytes) -> bytes:
     """Stored (packed) chunk bytes of a fixed-size type in its disk layout (zero padding)."""
     base = t.numpy()
@@ -287,7 +302,7 @@ class DiskEncoder:
             data = x.encode("utf-8", "surrogateescape") if isinstance(x, str) else (bytes(x) if x is not None else b"")
             self._vl(len(data), Blob(data), out)
         elif isinstance(t, T.VlenType):
-            items = np.asarray(x if x is not None else [], dtype=t.base.numpy() if fixed(t.base) else object)
+            items = _sequence(t.base, x)
             inner = self.encode(t.base, items)
             count = len(items) if items.ndim else 1
             self._vl(count, inner, out)

@@ -21,8 +21,10 @@ def model_type(tid, where: str) -> T.DType:
 
     cls = tid.get_class()
     order = ">" if cls in (h5t.INTEGER, h5t.FLOAT, h5t.BITFIELD) and tid.get_order() == h5t.ORDER_BE else "<"
-    if cls in (h5t.INTEGER, h5t.BITFIELD):
-        return _int_type(tid, order, cls == h5t.INTEGER and tid.get_sign() != h5t.SGN_NONE)
+    if cls == h5t.INTEGER:
+        return _int_type(tid, order, tid.get_sign() != h5t.SGN_NONE)
+    if cls == h5t.BITFIELD:  # PyTables' bool (pandas' ``transposed``, bool columns): H5T_STD_B8
+        return _bitfield_type(tid, where)
     if cls == h5t.FLOAT:
         return _float_type(tid, order)
     if cls == h5t.TIME:
@@ -77,6 +79,22 @@ def _int_type(tid, order: str, signed: bool) -> T.IntType:
     precision = tid.get_precision()
     return T.IntType(size, signed, order, None if precision == 8 * size else precision, tid.get_offset(),
                      _pad_bits(tid.get_pad()))  # type: ignore[arg-type]
+
+
+def _bitfield_type(tid, where: str) -> T.IntType:
+    """A bitfield as the unsigned integer of its bits, marked a bitfield (the HDF5 view shows
+    ``H5T_STD_B<n>`` again), read from its encoded datatype message: h5py's bitfield TypeIDs
+    have no precision, offset or padding accessors."""
+    from .structs import DATATYPE, FIXED_POINT
+
+    msg = tid.encode()[2:]  # H5Tencode: object type, version, then the datatype message
+    if len(msg) < DATATYPE.size + FIXED_POINT.size:
+        raise T.UnsupportedType(f"{where}: unreadable bitfield type")
+    head = DATATYPE.unpack(msg)
+    props = FIXED_POINT.unpack(msg, DATATYPE.size)
+    size, bits, precision = head["size"], head["bits0"], props["precision"]
+    return T.IntType(size, False, ">" if bits & 1 else "<", None if precision == 8 * size else precision,
+                     props["offset"], ((bits >> 1) & 1, (bits >> 2) & 1), bitfield=True)  # type: ignore[arg-type]
 
 
 def _float_type(tid, order: str) -> T.FloatType:

@@ -205,6 +205,7 @@ ARRAY_V2 = Layout.of("array properties v2", [("rank", "B"), ("reserved", "3s", b
 TIME_PROPERTIES = Layout.of("time properties", [("precision", "H")])
 CLASS_FIXED, CLASS_FLOAT, CLASS_TIME, CLASS_STRING, CLASS_OPAQUE = 0, 1, 2, 3, 5
 CLASS_COMPOUND, CLASS_REFERENCE, CLASS_ENUM, CLASS_VLEN, CLASS_ARRAY = 6, 7, 8, 9, 10
+CLASS_BITFIELD = 4
 
 FILL_V2 = Layout.of("fill value message v2", [
     ("version", "B", 2),
