@@ -208,11 +208,19 @@ def test_domain_imported_by_polyfs_reads_through_h5pyd(any_hsds, tmp_path):
         model = cat.load(domain)
         ids = {e.path: e.obj.id for e in model.walk()}
         checked = 0
-        with h5py.File(src, "r") as want, h5pyd.File(domain, "r", **any_hsds.kw) as got:
+        # HSDS 0.9 answers the reads it cannot do with 500s: no retries (h5pyd's 10 with
+        # backoff cost over a minute for nothing)
+        retries = 0 if any_hsds.version.startswith("0.9") else 10
+        with h5py.File(src, "r") as want, h5pyd.File(domain, "r", retries=retries, **any_hsds.kw) as got:
             for path in sorted(p for p, oid in ids.items() if oid in model.datasets):
                 ds = model.datasets[ids[path]]
                 if set(cat.pipeline(ds).ids) & {ZSTD, BZIP2} or cat.pipeline(ds).opaque:
                     hsds_cannot.add(f"{name}:{path}")  # HSDS has no such codec (1.0.2 answers 500)
+                    continue
+                if any_hsds.version.startswith("0.9") and isinstance(ds.type, T.ArrayType):
+                    # HSDS 0.9 reshapes an array-type chunk by the element count and its reply
+                    # stalls until the connection breaks, 85 s later: known, not waited for
+                    hsds_cannot.add(f"{name}:{path}")
                     continue
                 try:
                     _compare(path, want[path], got[path], ds, ids)
