@@ -45,7 +45,7 @@ import logging
 import math
 import posixpath
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Container, Mapping
 
 import numpy as np
 
@@ -65,6 +65,7 @@ ZARR_LINK = "zarr_link"
 ZARR_DTYPE = "zarr_dtype"
 RESERVED = (ZARR_LINK, ZARR_DTYPE)
 NETCDF_DIM_ONLY = "This is a netCDF dimension but not a netCDF variable"
+ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
 
 
 _HIDDEN_SAID: set[str] = set()  # objects already logged as hidden by their name (bounded below)
@@ -272,20 +273,175 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
     except (PolyfsError, ValueError, TypeError):
         return None
     names: list[str | None] = []
+    gone: dict[str, GoneScale] | None = None
     for i in range(rank):
         name = None
         if i < arr.size:
-            for ref in np.asarray(arr.reshape(-1)[i], dtype=object).reshape(-1):
-                target_id = values.ref_from_json(ref)
+            row = [values.ref_from_json(ref) for ref in np.asarray(arr.reshape(-1)[i], dtype=object).reshape(-1)]
+            for target_id in row:
                 target = model.datasets.get(target_id or "")
                 if target is not None and target_id in paths:
                     name = scale_name(target, paths[target_id])
                     break
+            if name is None and _dangling(row, model.datasets):  # its scale was deleted: the name it keeps
+                gone = gone_scales(model) if gone is None else gone
+                found = gone.get(gone_key(ds, i, row))
+                name = found.name if found is not None else None
         names.append(name)
     xr_names = array_dimensions(ds, rank)  # an axis no scale names (detached): xarray's name, if any
     if xr_names is not None:
         names = [n if n is not None else (x or None) for n, x in zip(names, xr_names)]
     return names if any(n is not None for n in names) else None
+
+
+NC_MARKS = ("_Netcdf4Dimid", "_Netcdf4Coordinates")
+
+
+def is_netcdf(model: DomainModel) -> bool:
+    """A domain written by netCDF-4 (netCDF4-python, xarray, h5netcdf)."""
+    if "_NCProperties" in model.root.attributes:
+        return True
+    return any(m in ds.attributes for ds in model.datasets.values() for m in NC_MARKS)
+
+
+def dimension_refs(ds: Dataset) -> list[list[str | None]] | None:
+    """Per axis, the scale ids ``ds``'s stored ``DIMENSION_LIST`` names (None: none, or unreadable)."""
+    attr = ds.attributes.get("DIMENSION_LIST")
+    if attr is None:
+        return None
+    try:
+        arr = values.to_numpy(attr.type, attr.shape, attr.value)
+        return [[values.ref_from_json(r) for r in np.asarray(row, dtype=object).reshape(-1)]
+                for row in arr.reshape(-1)]
+    except (PolyfsError, ValueError, TypeError):
+        return None
+
+
+def _dangling(row: list[str | None], live: Container[str]) -> bool:
+    """An axis whose scales are all gone (deleted, or left out of the file; libhdf5 deleting
+    one leaves a null reference, stored as such): not one that never had a scale (an empty
+    row), nor one with a scale still there."""
+    return bool(row) and not any(r in live for r in row if r)
+
+
+def gone_key(ds: Dataset, axis: int, row: list[str | None]) -> str:
+    """What the axes naming one gone scale share: its id; for null references, the netCDF
+    dimension id the axis has (``_Netcdf4Coordinates``, unique in a file), else the axis alone."""
+    if row[0]:
+        return row[0]
+    attr = ds.attributes.get("_Netcdf4Coordinates")
+    try:
+        dimid = int(np.asarray(attr.value).reshape(-1)[axis]) if attr is not None else None
+    except (TypeError, ValueError, IndexError):
+        dimid = None
+    return f"null:dimid:{dimid}" if dimid is not None else f"null:{ds.id}:{axis}"
+
+
+@dataclass(frozen=True)
+class GoneScale:
+    """A dimension scale deleted (through ``zarr/``, ``n5/`` or another process) while datasets
+    still name it in their stored ``DIMENSION_LIST``: the dimension they keep. ``group``: the
+    path of the group of the first of them (where netCDF would have it), ``uses``: (dataset
+    id, axis) of each."""
+
+    group: str
+    name: str | None
+    uses: tuple[tuple[str, int], ...]
+
+
+def gone_scales(model: DomainModel, live: Container[str] | None = None) -> dict[str, GoneScale]:
+    """Gone scale id -> the dimension its datasets keep, read from what is left (nothing is
+    rewritten when a scale goes: the store may be changed by HSDS or other processes too).
+
+    The name is, first, one the datasets recorded themselves (``_ARRAY_DIMENSIONS``, which a
+    Zarr writer's ``dimension_names`` store); else the link name of the one dataset of the
+    group that replaced the scale (made through ``zarr/`` with ``dimension_names`` its own
+    name, not a scale, of a length every use fits: zarr-python ``create_array(...,
+    overwrite=True)`` deletes, then makes the array again); else netCDF's name for a
+    dimension without one, ``phony_dim_<n>`` (unused in the group), in a netCDF-4 domain
+    (elsewhere None: the axis is shown detached, unnamed)."""
+    live = model.datasets if live is None else live
+    uses: dict[str, list[tuple[str, Dataset, int]]] = {}
+    groups: dict[str, Group] = {}
+    members: dict[str, dict[str, Dataset]] = {}
+    for entry in model.walk():
+        obj, parent = entry.obj, entry.parent
+        if isinstance(obj, Group):
+            groups[entry.path] = obj
+        if not isinstance(obj, Dataset) or parent is None or obj.id not in live:
+            continue
+        members.setdefault(parent.path, {})[entry.path.rsplit("/", 1)[1]] = obj
+        for axis, row in enumerate(dimension_refs(obj) or []):
+            if axis < _rank(obj) and _dangling(row, live):
+                uses.setdefault(gone_key(obj, axis, row), []).append((parent.path, obj, axis))
+    out: dict[str, GoneScale] = {}
+    taken: dict[str, set[str]] = {}
+    netcdf = is_netcdf(model)
+    for gone_id, refs in uses.items():
+        gpath = refs[0][0]
+        used = taken.setdefault(gpath, set())
+        name = _recorded_name(refs) or _replacement(members.get(gpath, {}), refs, used)
+        if name is None and netcdf:
+            name = _phony(set(groups[gpath].links) | used)
+        if name is not None:
+            used.add(name)
+        out[gone_id] = GoneScale(gpath, name, tuple((ds.id, axis) for _, ds, axis in refs))
+    return out
+
+
+def dimension_records(model: DomainModel, doomed: Container[str]) -> dict[str, list[str]]:
+    """For a write about to delete datasets ``doomed`` (``rm -r`` of a Zarr array, zarr-python
+    ``del group[name]``): dataset id -> the dimension names to record as its
+    ``_ARRAY_DIMENSIONS``, for each dataset a doomed scale is attached to that records none
+    yet. Deleted, a scale takes its name with it; recorded, gone_scales finds it again, and
+    the views show it (hidden where DIMENSION_LIST says it)."""
+    paths = model.canonical_paths()
+    out: dict[str, list[str]] = {}
+    for oid, path in paths.items():
+        ds = model.datasets.get(oid)
+        if ds is None or oid in doomed or ARRAY_DIMENSIONS in ds.attributes:
+            continue
+        if not any(r in doomed for row in dimension_refs(ds) or [] for r in row if r):
+            continue
+        names = dimension_names(model, ds, path, paths)
+        if names and all(names):
+            out[oid] = [str(n) for n in names]
+    return out
+
+
+def _rank(ds: Dataset) -> int:
+    return ds.shape.rank if ds.shape.kind == "simple" else 0
+
+
+def _recorded_name(refs: list[tuple[str, Dataset, int]]) -> str | None:
+    for _, ds, axis in refs:
+        names = array_dimensions(ds, _rank(ds))
+        if names and names[axis]:
+            return names[axis]
+    return None
+
+
+def _replacement(members: dict[str, Dataset], refs: list[tuple[str, Dataset, int]], used: set[str]) -> str | None:
+    found = [link for link, ds in members.items()
+             if link not in used and _rank(ds) == 1 and array_dimensions(ds, 1) == [link]
+             and not any(a in ds.attributes for a in ("CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST"))
+             and all(fits(int(d.shape.dims[axis]), ds) for _, d, axis in refs)]
+    return found[0] if len(found) == 1 else None
+
+
+def _phony(names: set[str]) -> str:
+    n = 0
+    while f"phony_dim_{n}" in names:
+        n += 1
+    return f"phony_dim_{n}"
+
+
+def fits(length: int, scale: Dataset) -> bool:
+    """An axis of this length can use the scale: its length, or up to it along an unlimited
+    dimension (netCDF variables may be shorter than their unlimited dimension)."""
+    n = int(scale.shape.dims[0])
+    maxdims = scale.shape.maxdims
+    return length == n or (length < n and maxdims is not None and maxdims[0] is None)
 
 
 def netcdf_dimensions(model: DomainModel, ds: Dataset, rank: int,

@@ -262,7 +262,24 @@ class WriteService:
         if isinstance(t.obj, Dataset) and len(idx := self.catalog.chunk_index(t.obj)):
             self._clear_zeroed(t, lambda: [tuple(int(x) for x in c) for c in idx.coords_of(idx.linear)], path)
         self._forget(t.obj.id)
+        self._keep_dimension_names(t)
         self.editor.delete(t.domain, t.h5path, recursive=isinstance(t.obj, Group))
+
+    def _keep_dimension_names(self, t: Target) -> None:
+        """Before a dimension scale is deleted (zarr-python ``del group["time"]``, ``rm -r``), the
+        datasets attached to it record its name as ``_ARRAY_DIMENSIONS`` (hidden where their
+        ``DIMENSION_LIST`` says it): deleted, a scale takes its name with it, and the views would
+        show the dimension they keep as ``phony_dim_<n>`` (``hdmf.gone_scales``)."""
+        if t.model is None or t.obj is None or t.domain is None:
+            return
+        below = t.h5path.rstrip("/") + "/"
+        doomed = {t.obj.id} | {e.obj.id for e in t.model.walk() if e.path.startswith(below)}
+        if not any(("REFERENCE_LIST" in ds.attributes or "CLASS" in ds.attributes)
+                   for ds in (t.model.datasets.get(i) for i in doomed) if ds is not None):
+            return  # no scale among them (the common case: no walk of the domain's datasets)
+        for oid, names in hdmf.dimension_records(t.model, doomed).items():
+            self.editor.set_attributes(t.domain, oid, {hdmf.ARRAY_DIMENSIONS: json_attribute_record(
+                hdmf.ARRAY_DIMENSIONS, names, now())})
 
     def _shown_links(self, t: Target, group: Group) -> set[str]:
         """The links of ``group`` the view shows: members it hides (netCDF dimensions without
@@ -358,6 +375,7 @@ class WriteService:
         if isinstance(obj, Dataset):
             self._forget(obj.id)
             with self.editor.lock(t.domain):
+                self._keep_dimension_names(t)
                 self.editor.delete(t.domain, t.h5path)
                 self.editor.create_group(t.domain, t.h5path, implicit=True)
             return

@@ -44,14 +44,17 @@ as real attributes and dimension-only datasets, as a file copied in would be.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ...model import ids
 from ...model import types as T
 from ...model.schema import Attribute, Dataset, Group, Link, Shape
 from ...model.tree import DomainModel
-from ...views.hdmf import NETCDF_DIM_ONLY, array_dimensions, text_attr
+from ...views.hdmf import (NETCDF_DIM_ONLY, GoneScale, array_dimensions, dimension_refs, fits, gone_key,
+                           gone_scales, is_netcdf, text_attr)
 
 SCALE_ATTRS = ("CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST")
 ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
@@ -77,6 +80,8 @@ class Synthesized:
                 attr = _pruned(attr, in_file)
             if attr is not None:
                 out[name] = attr
+            else:
+                out.pop(name, None)  # not the stored one it stood for either (it names gone datasets too)
         return out
 
     def links(self, group_path: str) -> list[Link]:
@@ -119,12 +124,13 @@ def _text(name: str, value: str) -> Attribute:
                                       "shape": {"class": "H5S_SCALAR"}, "value": value})
 
 
-def dimension_list(scale_ids: list[str]) -> Attribute:
-    """netCDF's DIMENSION_LIST: one sequence of one scale reference per dimension."""
+def dimension_list(scale_ids: list[str | None]) -> Attribute:
+    """netCDF's DIMENSION_LIST: one sequence of one scale reference per dimension (an empty
+    one for None: an axis with no scale attached, as H5DS leaves a detached one)."""
     return Attribute.from_json("DIMENSION_LIST", {
         "type": {"class": "H5T_VLEN", "base": dict(_REF), "size": "H5T_VARIABLE"},
         "shape": {"class": "H5S_SIMPLE", "dims": [len(scale_ids)]},
-        "value": [[_ref(i)] for i in scale_ids]})
+        "value": [[_ref(i)] if i else [] for i in scale_ids]})
 
 
 def reference_list(attached: list[tuple[str, int]]) -> Attribute:
@@ -144,7 +150,7 @@ def _pruned(attr: Attribute, in_file: set[str]) -> Attribute | None:
     if attr.name == "REFERENCE_LIST":
         keep = [(v[0][len("datasets/"):], v[1]) for v in attr.value if v[0][len("datasets/"):] in in_file]
         return attr if len(keep) == len(attr.value) else (reference_list(keep) if keep else None)
-    if attr.name == "DIMENSION_LIST" and any(row[0][len("datasets/"):] not in in_file for row in attr.value):
+    if attr.name == "DIMENSION_LIST" and any(r[len("datasets/"):] not in in_file for row in attr.value for r in row):
         return None
     return attr
 
@@ -182,8 +188,12 @@ def synthesize(model: DomainModel, in_file: set[str] | None = None) -> Synthesiz
     out = Synthesized()
     members, groups = _members(model, in_file)
     if has_real_scales(model.datasets.values()):
-        for items in members.values():
-            _attach_to_real(items, out)
+        live: set[str] | dict[str, Dataset] = model.datasets if in_file is None else in_file
+        attached: dict[str, list[tuple[str, int]]] = {}
+        made = _reattach(model, groups, live, attached, out)
+        for gpath, items in members.items():
+            _attach_to_real(items, made.get(gpath, {}), attached, out)
+        _reference_lists(model, live, attached, out)
         return out
     for gpath, items in members.items():
         _group(gpath, groups[gpath], model.domain.root, items, out)
@@ -210,18 +220,171 @@ def _members(model: DomainModel, in_file: set[str] | None
     return members, groups
 
 
-def _attach_to_real(items: list[tuple[str, Dataset, list[str | None]]], out: Synthesized) -> None:
+def _reattach(model: DomainModel, groups: dict[str, Group], live: Container[str],
+              attached: dict[str, list[tuple[str, int]]], out: Synthesized) -> dict[str, dict[str, Dataset]]:
+    """Datasets whose stored ``DIMENSION_LIST`` names a scale that is gone (deleted through
+    ``zarr/``, ``n5/`` or by another process; nothing rewrote them) are shown attached to
+    the dimension they keep (hdmf.gone_scales): its scale in the group if there is one (a
+    netCDF scale, or the dataset that replaced the deleted one, then shown as a scale), else
+    netCDF's dimension-only dataset of its name, as netCDF-C writes a dimension without a
+    variable. An axis that fits none is shown with no ``DIMENSION_LIST`` at all (netCDF
+    readers then make phony dimensions; a dangling reference fails them: "NetCDF: HDF error").
+    Returns the scales made, per group path and dimension name."""
+    made: dict[str, dict[str, Dataset]] = {}
+    target: dict[str, Dataset | None] = {}
+    gone = gone_scales(model, live)
+    netcdf = is_netcdf(model)
+    for gone_id, dim in gone.items():
+        group = groups.get(dim.group)
+        scale = None if group is None else _scale_for(model, group, dim, live, out, netcdf)
+        target[gone_id] = scale
+        if scale is not None and dim.name is not None:
+            made.setdefault(dim.group, {})[dim.name] = scale
+    made_ids = {t.id for t in target.values() if t is not None}
+    for gone_id, scale in target.items():
+        if scale is not None:
+            _dimension_id(model, gone[gone_id], scale, live, out)
+    for ds_id in dict.fromkeys(ds_id for dim in gone.values() for ds_id, _ in dim.uses):
+        _show_reattached(model.datasets[ds_id], target, made_ids, live, attached, out, netcdf)
+    return made
+
+
+def _show_reattached(ds: Dataset, target: dict[str, Dataset | None], made_ids: set[str], live: Container[str],
+                     attached: dict[str, list[tuple[str, int]]], out: Synthesized, netcdf: bool) -> None:
+    """One dataset's DIMENSION_LIST with its gone scales replaced (see _reattach); an axis with
+    none is shown detached outside netCDF (an empty row, as H5DS detaches), and in a netCDF
+    file takes the whole list with it (netCDF readers refuse "mixing of labeled and
+    unlabeled dimensions")."""
+    rows = dimension_refs(ds) or []
+    scale_ids: list[str | None] = []
+    for axis, row in enumerate(rows[:_rank(ds)]):
+        keep = next((r for r in row if r and r in live), None)
+        key = gone_key(ds, axis, row) if keep is None and row else None
+        if key is not None and key in target:
+            scale = target[key]
+            keep = scale.id if scale is not None and fits(int(ds.shape.dims[axis]), scale) else None
+        if keep is None and netcdf:
+            out.hidden.setdefault(ds.id, set()).add("DIMENSION_LIST")
+            return
+        scale_ids.append(keep)
+    scale_ids += [None] * (_rank(ds) - len(scale_ids))
+    if netcdf and None in scale_ids:
+        out.hidden.setdefault(ds.id, set()).add("DIMENSION_LIST")
+        return
+    out.extra.setdefault(ds.id, {})["DIMENSION_LIST"] = dimension_list(scale_ids)
+    if array_dimensions(ds, _rank(ds)) is not None:
+        out.hidden.setdefault(ds.id, set()).add(ARRAY_DIMENSIONS)  # the dimensions' record: said there now
+    for axis, sid in enumerate(scale_ids):
+        if sid in made_ids:
+            attached.setdefault(sid, []).append((ds.id, axis))
+
+
+def _int(attr: Attribute | None) -> list[int] | None:
+    if attr is None:
+        return None
+    try:
+        return [int(x) for x in np.asarray(attr.value).reshape(-1)]
+    except (TypeError, ValueError):
+        return None
+
+
+def _dimension_id(model: DomainModel, gone: GoneScale, scale: Dataset, live: Container[str],
+                  out: Synthesized) -> None:
+    """netCDF-C reads a variable's dimensions from its ``_Netcdf4Coordinates`` (dimension ids,
+    each a scale's ``_Netcdf4Dimid``): the scale shown for a gone one gets the gone one's id
+    (the one its uses name at that axis, if they agree and no other scale has it); else the
+    uses are shown without ``_Netcdf4Coordinates`` (netCDF-C then goes by DIMENSION_LIST)."""
+    if "_Netcdf4Dimid" in scale.attributes:
+        return
+    ids_: set[int | None] = set()
+    for ds_id, axis in gone.uses:
+        coords = _int(model.datasets[ds_id].attributes.get("_Netcdf4Coordinates"))
+        ids_.add(coords[axis] if coords is not None and len(coords) > axis else None)
+    dimid = next(iter(ids_)) if len(ids_) == 1 else None
+    taken = {d for oid, ds in model.datasets.items() if oid in live and text_attr(ds, "CLASS") == "DIMENSION_SCALE"
+             for d in (_int(ds.attributes.get("_Netcdf4Dimid")) or [])[:1]}
+    if dimid is not None and dimid not in taken:
+        out.extra.setdefault(scale.id, {})["_Netcdf4Dimid"] = Attribute.from_json("_Netcdf4Dimid", {
+            "type": {"class": "H5T_INTEGER", "base": "H5T_STD_I32LE"}, "shape": {"class": "H5S_SCALAR"},
+            "value": dimid})
+        return
+    for ds_id, _ in gone.uses:
+        if "_Netcdf4Coordinates" in model.datasets[ds_id].attributes:
+            out.hidden.setdefault(ds_id, set()).add("_Netcdf4Coordinates")
+
+
+def _scale_for(model: DomainModel, group: Group, gone: GoneScale, live: Container[str],
+               out: Synthesized, netcdf: bool) -> Dataset | None:
+    """The scale a gone one's dimension is shown with (see _reattach); None: none fits (and
+    outside netCDF no dimension-only dataset is made: it is netCDF's)."""
+    if gone.name is None:
+        return None
+    link = group.links.get(gone.name)
+    lengths = [int(model.datasets[d].shape.dims[a]) for d, a in gone.uses]
+    if link is None and not netcdf:
+        return None
+    if link is None:
+        ds = dim_only_dataset(group, gone.name, max(lengths), model.domain.root)
+        out.dim_only[ds.id] = (gone.group, gone.name, ds)
+        extra = out.extra.setdefault(ds.id, {})
+        extra["CLASS"] = _text("CLASS", "DIMENSION_SCALE")
+        extra["NAME"] = _text("NAME", f"{NETCDF_DIM_ONLY}.{max(lengths):10d}")
+        return ds
+    obj = model.datasets.get(link.id or "") if link.kind == "hard" else None
+    if obj is None or obj.id not in live or _rank(obj) != 1:
+        return None
+    if _netcdf_scale(gone.name, obj):
+        return obj
+    if any(a in obj.attributes for a in SCALE_ATTRS) or array_dimensions(obj, 1) not in (None, [gone.name]):
+        return None  # another dataset of that name: not made a scale of a dimension it is not
+    extra = out.extra.setdefault(obj.id, {})
+    extra["CLASS"] = _text("CLASS", "DIMENSION_SCALE")
+    extra["NAME"] = _text("NAME", gone.name)
+    if ARRAY_DIMENSIONS in obj.attributes:
+        out.hidden.setdefault(obj.id, set()).add(ARRAY_DIMENSIONS)
+    return obj
+
+
+def _reference_lists(model: DomainModel, live: Container[str], attached: dict[str, list[tuple[str, int]]],
+                     out: Synthesized) -> None:
+    """Each scale's REFERENCE_LIST as shown: the stored one without the datasets that are gone
+    (HDF5 readers that follow it, h5py's and h5netcdf's, would meet dangling references), with
+    the attachments shown here added; none when nothing is left."""
+    for ds_id, ds in model.datasets.items():
+        if ds_id not in live or ("REFERENCE_LIST" not in ds.attributes and ds_id not in attached):
+            continue
+        have = _references(ds)
+        if have is None:
+            continue  # a REFERENCE_LIST that does not read: left as it is
+        new = [p for p in have if p[0] in live]
+        new += [p for p in attached.get(ds_id, []) if p not in new]
+        if new == have:
+            continue
+        if new:
+            out.extra.setdefault(ds_id, {})["REFERENCE_LIST"] = reference_list(new)
+        else:
+            out.hidden.setdefault(ds_id, set()).add("REFERENCE_LIST")
+    for oid in out.dim_only:
+        if oid in attached:
+            out.extra.setdefault(oid, {})["REFERENCE_LIST"] = reference_list(attached[oid])
+
+
+def _attach_to_real(items: list[tuple[str, Dataset, list[str | None]]], made: dict[str, Dataset],
+                    attached: dict[str, list[tuple[str, int]]], out: Synthesized) -> None:
     """A domain with scales of its own (a netCDF-4 file) where an array was added through
     ``zarr/`` (xarray ``to_zarr(mode="a")``), its dimensions named only in
-    ``_ARRAY_DIMENSIONS``: it is shown attached to its group's scales of those names, as
-    netCDF-C attaches a variable it adds (``DIMENSION_LIST``, and the scales'
-    ``REFERENCE_LIST`` with it added), not with phony dimensions netCDF readers then drop."""
+    ``_ARRAY_DIMENSIONS``: it is shown attached to its group's scales of those names (and
+    those _reattach made), as netCDF-C attaches a variable it adds (``DIMENSION_LIST``, and
+    the scales' ``REFERENCE_LIST`` with it added: _reference_lists), not with phony
+    dimensions netCDF readers then drop."""
     scales = {link: ds for link, ds, _ in items if _netcdf_scale(link, ds)}
-    attached: dict[str, list[tuple[str, int]]] = {}
+    scales.update(made)
     for _, ds, dims in items:
         if not dims or ARRAY_DIMENSIONS not in ds.attributes or any(a in ds.attributes for a in SCALE_ATTRS):
             continue
-        if not all(n is not None and n in scales and _fits(int(ds.shape.dims[i]), scales[n])
+        if any(scales.get(n or "") is ds for n in dims):
+            continue  # a scale _reattach made of it
+        if not all(n is not None and n in scales and fits(int(ds.shape.dims[i]), scales[n])
                    for i, n in enumerate(dims)):
             continue
         if any(_references(scales[n]) is None for n in dims):
@@ -230,11 +393,7 @@ def _attach_to_real(items: list[tuple[str, Dataset, list[str | None]]], out: Syn
             [scales[n].id for n in dims])  # type: ignore[index]
         out.hidden.setdefault(ds.id, set()).add(ARRAY_DIMENSIONS)
         for axis, n in enumerate(dims):
-            attached.setdefault(n, []).append((ds.id, axis))  # type: ignore[arg-type]
-    for name, pairs in attached.items():
-        have = _references(scales[name]) or []
-        out.extra.setdefault(scales[name].id, {})["REFERENCE_LIST"] = reference_list(
-            have + [p for p in pairs if p not in have])
+            attached.setdefault(scales[n].id, []).append((ds.id, axis))  # type: ignore[index]
 
 
 def _netcdf_scale(link: str, ds: Dataset) -> bool:
@@ -243,14 +402,6 @@ def _netcdf_scale(link: str, ds: Dataset) -> bool:
     name = text_attr(ds, "NAME")
     return _rank(ds) == 1 and text_attr(ds, "CLASS") == "DIMENSION_SCALE" and name is not None and (
         name == link or name.startswith(NETCDF_DIM_ONLY))
-
-
-def _fits(length: int, scale: Dataset) -> bool:
-    """An axis of this length can use the scale: its length, or up to it along an unlimited
-    dimension (netCDF variables may be shorter than their unlimited dimension)."""
-    n = int(scale.shape.dims[0])
-    maxdims = scale.shape.maxdims
-    return length == n or (length < n and maxdims is not None and maxdims[0] is None)
 
 
 def _references(scale: Dataset) -> list[tuple[str, int]] | None:

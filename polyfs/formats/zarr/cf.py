@@ -50,14 +50,8 @@ ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
 NC_HIDDEN = frozenset({"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid",
                        "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict", "_IsNetcdf4",
                        "_SuperblockVersion"})
-NC_MARKS = ("_Netcdf4Dimid", "_Netcdf4Coordinates")
-
-
-def is_netcdf(model: DomainModel) -> bool:
-    """A domain written by netCDF-4 (netCDF4-python, xarray, h5netcdf)."""
-    if "_NCProperties" in model.root.attributes:
-        return True
-    return any(m in ds.attributes for ds in model.datasets.values() for m in NC_MARKS)
+NC_MARKS = hdmf.NC_MARKS
+is_netcdf = hdmf.is_netcdf  # a domain written by netCDF-4 (netCDF4-python, xarray, h5netcdf)
 
 
 def dimension_only(ds: Dataset) -> bool:
