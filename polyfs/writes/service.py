@@ -36,15 +36,15 @@ import numpy as np
 
 from ..codecs.registry import DEFLATE
 from ..errors import AlreadyExists, InvalidInput, NotEmpty, NotFound, NotPermitted, PolyfsError
-from ..model.jsonattrs import json_attribute_record
 from ..model.changes import ObjectChange
 from ..model.editor import DomainEditor, group_hints, is_implicit
-from ..model.schema import Attribute, Dataset, Group, now
+from ..model.schema import Dataset, Group
 from ..model.tree import DomainModel
 from ..views import hdmf
 from ..views.base import ViewContext
 from ..views.root import domain_leaf_paths, folder_conflict, folder_name_problem, folder_paths, view_conflict
-from .arraycheck import check_same_array, same_json_value
+from .arraycheck import check_same_array
+from .attrs import attribute_change, recorded_dimension_names, typed_attributes
 from .chunkin import to_stored, zeros_unless_fill
 from .history import WriteHistory, digest, zlib_canonical
 from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
@@ -278,8 +278,7 @@ class WriteService:
                    for ds in (t.model.datasets.get(i) for i in doomed) if ds is not None):
             return  # no scale among them (the common case: no walk of the domain's datasets)
         for oid, names in hdmf.dimension_records(t.model, doomed).items():
-            self.editor.set_attributes(t.domain, oid, {hdmf.ARRAY_DIMENSIONS: json_attribute_record(
-                hdmf.ARRAY_DIMENSIONS, names, now())})
+            self.editor.set_attributes(t.domain, oid, recorded_dimension_names(names))
 
     def _shown_links(self, t: Target, group: Group) -> set[str]:
         """The links of ``group`` the view shows: members it hides (netCDF dimensions without
@@ -536,7 +535,7 @@ class WriteService:
         if isinstance(meta, GroupWrite):
             if isinstance(obj, Dataset):
                 raise InvalidInput(f"{where}: attributes of dataset {t.h5path} must keep its array metadata")
-            change = self._attr_change(obj, meta.attributes, ing.shown_attributes(t, obj))
+            change = attribute_change(obj, meta.attributes, ing.shown_attributes(t, obj))
             change.implicit = False
             old = group_hints(obj)
             hints = {**{k: v for k, v in old.items() if not k.startswith(ing.hint_prefix)}, **meta.hints}
@@ -555,7 +554,7 @@ class WriteService:
         names = meta.dimension_names
         if names and any(d is not None for d in names) and "_ARRAY_DIMENSIONS" not in written:
             written["_ARRAY_DIMENSIONS"] = [d or "" for d in names]  # kept as the dataset's attribute
-        change = self._attr_change(obj, written, ing.shown_attributes(t, obj))
+        change = attribute_change(obj, written, ing.shown_attributes(t, obj))
         if meta.shape != obj.shape.array_shape and (shown() is None or meta.shape != shown().shape):
             change.resize = meta.shape
         old = obj.creation_properties.get("polyfs") or {}
@@ -583,7 +582,7 @@ class WriteService:
         assert isinstance(t.obj, Group) and t.domain is not None
         if t.h5path == "/":
             raise NotPermitted(f"{where}: the root of a domain is a group; create arrays inside it")
-        attrs = self._typed(meta.attributes, meta.dimension_names)
+        attrs = typed_attributes(meta.attributes, meta.dimension_names)
         self.editor.check_dataset(meta.dtype, meta.shape, meta.chunks, meta.filters)
         with self.editor.lock(t.domain):
             model = self.editor.model(t.domain)
@@ -608,24 +607,6 @@ class WriteService:
             return True
 
         return below(group, [])
-
-    def _typed(self, attrs: dict[str, Any], dimension_names) -> dict[str, Attribute]:
-        out = {}
-        for name, value in attrs.items():
-            if not name or name in hdmf.RESERVED:
-                continue
-            out[name] = json_attribute_record(name, value, now())
-        if dimension_names and any(d is not None for d in dimension_names) and "_ARRAY_DIMENSIONS" not in out:
-            out["_ARRAY_DIMENSIONS"] = json_attribute_record("_ARRAY_DIMENSIONS", [d or "" for d in dimension_names],
-                                                             now())
-        return out
-
-    def _attr_change(self, obj, written: dict[str, Any], shown: dict[str, Any]) -> ObjectChange:
-        """Attributes as written: changed or new ones typed from JSON, shown ones left out removed
-        (attributes the view does not show are kept)."""
-        changed = {k: v for k, v in written.items() if k not in hdmf.RESERVED and not (k in shown and same_json_value(shown[k], v))}
-        removed = [k for k in shown if k not in written]
-        return ObjectChange(obj.id, self._typed(changed, None), removed)
 
     # -- chunk files -----------------------------------------------------------------------
     def _declare(self, writer: int, t: Target, ds_id: str, meta: ArrayWrite) -> None:
