@@ -88,3 +88,41 @@ def seeded_store(tmp_path: Path, name: str = "exp.h5") -> Path:
     out = tmp_path / "store"
     assert import_source(src, str(out), progress=False) == "/" + name
     return out
+
+
+def pytables_nodes(path) -> dict:
+    """Every PyTables node of a file: (class, values, user and PyTables attributes); PyTables
+    is imported here, so only tests that need it (and skip without it) call this."""
+    import warnings
+
+    import tables
+
+    out = {}
+    with warnings.catch_warnings(), tables.open_file(str(path), "r") as f:
+        warnings.simplefilter("ignore")
+        for n in f.walk_nodes("/"):
+            attrs = {k: n._v_attrs[k] for k in n._v_attrs._f_list("all")}
+            data = n.read() if isinstance(n, tables.Leaf) else None
+            out[n._v_pathname] = (type(n).__name__, data, attrs)
+    return out
+
+
+def same_nested(a, b) -> bool:
+    """Equality of nested dicts, sequences and numpy arrays (arrays compared by value)."""
+    import numpy as np
+
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_nested(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(same_nested(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    return bool(a == b)
+
+
+def assert_same_pytables_nodes(expected, got) -> None:
+    """Two HDF5 files hold the same PyTables nodes, values and attributes."""
+    want, have = pytables_nodes(expected), pytables_nodes(got)
+    assert sorted(want) == sorted(have)
+    bad = [k for k in want if not same_nested(want[k], have[k])]
+    assert not bad, bad

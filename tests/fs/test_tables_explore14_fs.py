@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 import pytest
+from support import assert_same_pytables_nodes
 from writeharness import FS, write_changes
 
 from polyfs.importers import import_source
@@ -38,35 +39,6 @@ def _frame(n: int = 12, start: int = 0):
     return pd.DataFrame({"a": np.arange(start, start + n, dtype="i8"), "b": np.linspace(0, 1, n),
                          "s": [f"s{i}" for i in range(start, start + n)],
                          "t": pd.date_range("2020-01-01", periods=n, freq="h")})
-
-
-def _leaves(path) -> dict:
-    """Every PyTables node of a file: (class, values, user and PyTables attributes)."""
-    out = {}
-    with warnings.catch_warnings(), tables.open_file(str(path), "r") as f:
-        warnings.simplefilter("ignore")
-        for n in f.walk_nodes("/"):
-            attrs = {k: n._v_attrs[k] for k in n._v_attrs._f_list("all")}
-            data = n.read() if isinstance(n, tables.Leaf) else None
-            out[n._v_pathname] = (type(n).__name__, data, attrs)
-    return out
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.array_equal(np.asarray(a), np.asarray(b))
-    return bool(a == b)
-
-
-def _assert_same_nodes(expected, got) -> None:
-    want, have = _leaves(expected), _leaves(got)
-    assert sorted(want) == sorted(have)
-    bad = [k for k in want if not _same(want[k], have[k])]
-    assert not bad, bad
 
 
 def _check_deep(store) -> None:
@@ -106,7 +78,7 @@ def test_pandas_files_are_imported_and_taken_as_new_files(tmp_path, fmt, complib
     if fmt == "table":
         sel = pd.read_hdf(shown, "df", where="a >= 100 & s != 's101'")
         assert list(sel["a"]) == [100, 102, 103, 104]
-    _assert_same_nodes(src, shown)
+    assert_same_pytables_nodes(src, shown)
     _check_deep(store)
 
 
@@ -185,7 +157,7 @@ def test_a_pytables_session_on_a_pandas_file_is_stored(tmp_path):
     write_changes(fs, "hdf5/df.h5", before, work.read_bytes())
     shown = tmp_path / "shown.h5"
     shown.write_bytes(fs.fresh(read_only=True).read_file("hdf5/df.h5"))  # a fresh load: a remount
-    _assert_same_nodes(work, shown)
+    assert_same_pytables_nodes(work, shown)
     got = pd.read_hdf(shown, "renamed")
     assert got["a"].tolist()[:3] == [-1, -2, 2] and len(got) == 14
     _check_deep(store)

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
+from support import assert_same_pytables_nodes
 from test_hdf5_tools_explore import check_deep, seeded_store  # noqa: F401
 
 tables = pytest.importorskip("tables")
@@ -54,25 +55,6 @@ def _session(path) -> None:
             f.root.copied.cols.a.create_index()
 
 
-def _nodes(path) -> dict:
-    out = {}
-    with tables.open_file(str(path), "r") as f:
-        for n in f.walk_nodes("/"):
-            attrs = {k: n._v_attrs[k] for k in n._v_attrs._f_list("all")}
-            out[n._v_pathname] = (type(n).__name__, n.read() if isinstance(n, tables.Leaf) else None, attrs)
-    return out
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.array_equal(np.asarray(a), np.asarray(b))
-    return bool(a == b)
-
-
 def test_pandas_and_pytables_sessions_in_the_view_read_back_after_a_remount(mount_store, seeded_store, tmp_path):
     local = tmp_path / "local.h5"
     _session(local)
@@ -82,9 +64,7 @@ def test_pandas_and_pytables_sessions_in_the_view_read_back_after_a_remount(moun
     m.stop()
     m = mount_store(str(seeded_store))
     view = m.path / "hdf5" / "frames.h5"
-    want, have = _nodes(local), _nodes(view)
-    assert sorted(want) == sorted(have)
-    assert not [k for k in want if not _same(want[k], have[k])]
+    assert_same_pytables_nodes(local, view)
     got = pd.read_hdf(view, "renamed", where="a < 0")
     assert got["a"].tolist() == [-1, -2]
     pd.testing.assert_frame_equal(pd.read_hdf(view, "copied"), pd.read_hdf(local, "copied"))
