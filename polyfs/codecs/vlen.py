@@ -41,7 +41,11 @@ def _enc_element(t: DType, x: Any, out: bytearray) -> None:
         for e in np.asarray(x, dtype=object).reshape(-1):
             _enc_element(t.base, e, out)
     else:
-        out += np.asarray(x, dtype=t.numpy()).tobytes()
+        dt = t.numpy()
+        if dt.subdtype is not None:  # a fixed-size array (a compound's member): its values once, not repeated
+            out += np.asarray(x, dtype=dt.subdtype[0]).reshape(dt.subdtype[1]).tobytes()
+        else:
+            out += np.asarray(x, dtype=dt).tobytes()
 
 
 def encode(t: DType, arr: np.ndarray) -> bytes:
