@@ -21,7 +21,7 @@ EXPECT = {
     "/images/zstd_be": ((ZSTD,), ">", (16, 16), True),
     "/images/blosc": ((BLOSC,), "<", (20, 20), True),
     "/images/zstd_crc32c": ((ZSTD,), "<", (16, 16), True),
-    "/images/uncompressed": ((DEFLATE,), ">", (16, 16), False),
+    "/images/uncompressed": ((DEFLATE,), "<", (16, 16), False),  # decoded: its byte order kept
     "/images/transposed": ((DEFLATE,), "|", (4, 4), False),
     "/sharded/zstd": ((ZSTD,), "<", (8, 8), True),
     "/sharded/gzip_sparse": ((DEFLATE,), "<", (10, 10), True),
@@ -29,7 +29,7 @@ EXPECT = {
     "/bool": ((DEFLATE,), "|", (4,), True),
     "/complex": ((ZSTD,), "<", (2,), True),
     "/strings": ((DEFLATE,), "|", (3,), False),
-    "/scalar": ((), ">", (), False),
+    "/scalar": ((), "<", (), False),
 }
 
 

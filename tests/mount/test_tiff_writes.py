@@ -231,7 +231,7 @@ def test_new_tiff_by_libtiff_tools(mount_store, imported, tmp_path, tool):
 
         cat, ds = model_dataset(store, "copied")
         assert tuple(ds.chunks) == auto_chunks(data.shape, 2)
-        assert cat.pipeline(ds).ids == (1,) and ds.type.numpy().byteorder == ">"
+        assert cat.pipeline(ds).ids == (1,) and ds.type.numpy().byteorder in "<="  # tifffile's order kept
         return
     local = tmp_path / "local.tif"
     run(local)  # the same tool's output, locally: its tiles are the stored chunks

@@ -12,9 +12,10 @@ copied the same way when one strip holds at least 64 KiB (else they would
 make tiny chunk objects), except the last, shorter strip, which is decoded,
 padded and re-encoded. Anything else (uncompressed, LZW, JPEG, predictors,
 bit-packed samples...) is decoded by tifffile and written with the chosen
-encoding in big-endian order: tiled pages keep their tile shape as chunks,
-stripped ones use the chunk-shape rule of :func:`common.auto_chunks`, made to
-suit the TIFF view (:func:`decoded_chunks`: samples whole, planes multiples of 16).
+encoding, in the file's byte order too (Pillow misreads big-endian deflate
+int16/int32/float32 tiles): tiled pages keep their tile shape as chunks,
+stripped ones use the chunk-shape rule of :func:`common.auto_chunks`, made to suit the
+TIFF view (:func:`decoded_chunks`: samples whole, planes multiples of 16).
 
 Every tile and strip is checked against the file size first, so a bogus
 offset fails with a SourceError instead of importing zeros.
@@ -37,7 +38,7 @@ from ...errors import InvalidInput, SourceError, UnsupportedType
 from ...model import types as T
 from ...model.schema import UNLIMITED, Shape
 from ...model.writer import DomainWriter
-from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, auto_chunks, big_endian,
+from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, auto_chunks,
                                  chunk_region, chunks_for, padded, stored_pipeline_filters, write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...model.values import element_to_json
@@ -269,7 +270,12 @@ class TiffImporter:
             dtype = source_type
             filters = copy_filters
         else:
-            dtype = big_endian(source_type)
+            # Decoded pixels keep the file's byte order (not the importers' big-endian, which
+            # only saves N5 a transcode): as big-endian deflate tiles, every little-endian
+            # int16/int32/float32 picture written in strips (Pillow, OpenCV, imageio, ImageJ)
+            # was misread by Pillow from tiff/, even the file Pillow had just written there:
+            # its libtiff path unpacks those types byte-swapped (I;16BS, I;32BS, F;32BF).
+            dtype = source_type
             chunks = ((1,) * len(lead) + geo.chunk_dims) if key.is_tiled else \
                 decoded_chunks(dims, dtype.itemsize, self.opts.chunks, geo.keep[-1])
             filters = stored_pipeline_filters(self.opts, dtype, chunks)

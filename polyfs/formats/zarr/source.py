@@ -40,7 +40,7 @@ from ...model import types as T
 from ...model.schema import Shape
 from ...model.writer import DomainWriter
 from ...importers.common import (dir_below, source_errors, write_plans, ChunkSink, ImportOptions, Progress,
-                                 big_endian, read_json_object, set_json_attrs, stored_pipeline_filters,
+                                 read_json_object, set_json_attrs, stored_pipeline_filters,
                                  write_decoded)
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
@@ -255,7 +255,7 @@ class ZarrImporter:
             plan.fill = fill_json(meta.get("fill_value"), dtype)
         except ValueError as exc:
             raise self.err(mf, exc) from None
-        stored = dtype if plan.chain is not None else (dtype if dtype.is_vlen else big_endian(dtype))
+        stored = dtype  # decoded chunks too keep the array's byte order: it is the one readers see
         filters = plan.chain.filters if plan.chain is not None else stored_pipeline_filters(
             self.opts, stored, chunks if shape else ())
         fill = plan.fill
