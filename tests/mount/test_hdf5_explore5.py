@@ -219,7 +219,7 @@ def test_h5repack_optional_scale_offset_skipped_for_integer_datasets(mount_store
 
 def test_a_user_block_holding_data_is_refused(mount_store, seeded_store, tmp_path):
     header = tmp_path / "header.txt"
-    header.write_text("MY HEADER v1\n")
+    header.write_bytes(b"MY HEADER v1\n" * 6000)  # a 128 KiB user block: over the 64 KiB the store keeps
     src, jammed = tmp_path / "src.h5", tmp_path / "jammed.h5"
     with h5py.File(src, "w") as f:
         f["a"] = np.arange(5)

@@ -10,7 +10,8 @@ file-object driver and read by the HDF5 library itself:
 - a file written from scratch (``"w"``: created, or truncated and rewritten) is
   the whole domain: it is imported as ``polyfs import`` would, all or nothing,
   into a new domain or in place of the old one (whose objects are deleted
-  once the new ``.domain.json`` is in the store).
+  once the new ``.domain.json`` is in the store). Its user block (a MAT-file's header)
+  is kept with the domain, and a writer's change to it in place too (userblock.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from ...errors import InvalidInput, PolyfsError, UnsupportedType
 from ...model import keys
+from ...model.changes import ObjectChange
 from ...model.tree import DomainModel
 from ...model.writer import DomainWriter
 from ...views.base import ViewContext
@@ -29,12 +31,16 @@ from .render import Planner
 from .view import OpenedFile
 from .filters import h5py_with_plugins
 from .source import HDF5Importer
+from .userblock import changed_hints, of_bytes, read_user_block
 
 log = logging.getLogger(__name__)
 
 # what the HDF5 library (through h5py) raises reading a damaged file: a corrupt written file is bad
 # input (EINVAL, one log line), not an internal error
 H5_DAMAGE = (OSError, RuntimeError, ValueError, KeyError, TypeError, IndexError, OverflowError)
+
+
+MAT5_HEADER = b"MATLAB 5.0 MAT-file"  # v5 (also -v6, -v7) MAT-files' header text: not HDF5
 
 
 def _damaged(where: str, exc: BaseException) -> InvalidInput:
@@ -59,6 +65,9 @@ class Hdf5Ingester:
         if head[:3] == b"CDF" and head[3:4] in (b"\x01", b"\x02", b"\x05"):
             return ("a netCDF-3 (classic) file: this view stores HDF5 files only "
                     "(write format NETCDF4 or NETCDF4_CLASSIC)")
+        if head[:16] == MAT5_HEADER[:16]:  # MATLAB -v6/-v7, scipy.io.savemat
+            return ("a MATLAB 5.0 (v6/v7) MAT-file, not HDF5: this view stores HDF5 files only "
+                    "(save with -v7.3, or hdf5storage.savemat(..., format='7.3'))")
         return None
 
     def document_path(self, t: Any) -> str | None:
@@ -94,14 +103,19 @@ class Hdf5Ingester:
     def _diff(self, src: WrittenFile, where: str, planner: Planner, hf: Any, model: DomainModel,
               current: DomainModel) -> DocumentChanges:
         with self._open(src, where) as f:
-            ub = hf.plan.base  # bytes before the superblock: none in this view (superblock at 0)
-            if ub and not src.untouched(0, ub) and any(src.read(0, ub)):
-                raise UnsupportedType(f"{where}: the {ub}-byte user block cannot be written")
+            hint = _user_block_change(f, src, where, hf.plan, current)
             # planned chunk and header positions describe the writer's base file when they are its
             # plan (or one of the same size from the same model)
             base = getattr(src, "base", None)
             trusted = base is not None and getattr(base, "size", -1) == hf.size
-            return DocumentDiff(self.catalog, model, planner, hf, f, src, where, trusted, current).run()
+            changes = DocumentDiff(self.catalog, model, planner, hf, f, src, where, trusted, current).run()
+        if hint is not None:  # with the root group's other changes, if any: one write of its JSON
+            same = next((c for c in changes.objects if c.obj_id == hint.obj_id), None)
+            if same is None:
+                changes.objects.append(hint)
+            else:
+                same.view_hints = hint.view_hints
+        return changes
 
     def new_document(self, t: Any, src: ByteSource, where: str) -> None:
         dom = t.domain or t.new_domain_path()
@@ -109,10 +123,11 @@ class Hdf5Ingester:
             raise InvalidInput(f"{where}: not a domain's file")
         old: DomainModel | None = t.model
         with self._open(src, where) as f:
-            _refuse_user_block(f, src, where)
+            block = read_user_block(int(f.userblock_size or 0), src.read, where)  # before anything is stored
             writer = DomainWriter(self.catalog, dom, overwrite=old is not None)
             try:
                 imp = HDF5Importer(Path(where), writer, default_options(where))
+                imp.user_block = block  # a MAT-file's header: served again (userblock.py)
                 imp.files_dir = None  # a file written here has no directory of its own files
                 imp.run_file(f)
                 writer.commit()  # the new .domain.json last: the domain (or its new version) appears at once
@@ -145,22 +160,19 @@ def _opened(src: WrittenFile, now: DomainModel) -> OpenedFile | None:
     return got
 
 
-TIFF_HEADERS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
-
-
-def _refuse_user_block(f: Any, src: ByteSource, where: str) -> None:
-    """A user block holding data (``h5jam``'s text, a polyglot header) has no place in the
-    store: the view's file starts with its superblock, so it would be lost without a word.
-    One of zeros (h5py ``userblock_size=`` alone) holds nothing and is dropped, and so is a
-    TIFF header: a polyglot file's (``polyglot/<stem>/<path>.h5`` copied in), which describes
-    the file's own data and is made again by the views."""
+def _user_block_change(f: Any, src: WrittenFile, where: str, plan: Any, model: DomainModel) -> ObjectChange | None:
+    """The root group's new hints when the writer changed the user block in place (``r+b``
+    over a MAT-file's header, as ``hdf5storage`` writes it after h5py closed the file).
+    HDF5 cannot move the superblock of an open file: another size is bad input."""
     size = int(f.userblock_size or 0)
-    if not size or src.read(0, 4) in TIFF_HEADERS:
-        return
-    for at in range(0, size, 1 << 20):
-        if any(src.read(at, min(1 << 20, size - at))):
-            raise UnsupportedType(f"{where}: its {size}-byte user block holds data, which the store cannot "
-                                  f"keep (nothing was stored; h5unjam removes it)")
+    if size != plan.base:
+        raise InvalidInput(f"{where}: the superblock moved from offset {plan.base} to {size}")
+    if not size or src.untouched(0, size):
+        return None
+    block = of_bytes(bytes(src.read(0, size)), where, new_file=False)  # the writer's own bytes, kept
+    root = model.groups.get(model.domain.root or "")
+    new = changed_hints(root, block) if root is not None else None
+    return None if new is None else ObjectChange(root.id, view_hints=new)
 
 
 def make_ingester(ctx: ViewContext) -> Hdf5Ingester:

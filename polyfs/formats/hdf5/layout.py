@@ -131,6 +131,7 @@ class FilePlan:
     """Blocks in file order; addresses are relative to the superblock (at ``base``)."""
 
     base: int = 0
+    head: bytes = b""  # the user block's bytes before its trailing zeros (userblock.py)
     blocks: list[Block] = field(default_factory=list)
     _addr: dict[AddrKey, int] = field(default_factory=dict)
     end: int = 0  # relative end of the last block
@@ -212,5 +213,6 @@ class FilePlan:
             pos = at + b.size
         flush()
         if self.base:
-            segs.insert(0, Zeros(self.base))
+            zeros = self.base - len(self.head)
+            segs[:0] = ([Literal(self.head)] if self.head else []) + ([Zeros(zeros)] if zeros else [])
         return segs

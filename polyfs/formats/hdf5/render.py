@@ -2,8 +2,9 @@
 
 File order (all metadata first, so opening and listing touch one region):
 
-    [user block: ``base`` bytes of zeros; only polyglot files have one, for a TIFF header]
-    superblock 0 + root symbol table entry          <- base address (0 in the hdf5/ view)
+    [user block: ``base`` bytes: polyglot files' zeros (for a TIFF header); the hdf5/ view's
+     one the domain's file had (a MAT-file's header, userblock.py), else none]
+    superblock 0 + root symbol table entry          <- base address (in the hdf5/ view 0 unless kept)
       (or superblock 2/3, the version the domain's file was written with: hints.py)
     object headers (version 2), in canonical tree order
     group local heaps, group B-trees, symbol table nodes
@@ -79,6 +80,7 @@ from .scales import Synthesized, synthesize
 from .hints import SUPERBLOCK_HINT, hints, tracks_attribute_order, tracks_link_order
 from .names import name_bytes
 from .structs import CACHE_NONE, MAX_MESSAGE, SUPERBLOCK_V0, SUPERBLOCK_V2, SUPERBLOCK_VERSIONS, SYMBOL_TABLE_ENTRY, lookup3
+from .userblock import of_root
 from .vlheap import GlobalHeap, vlen_chunks
 
 log = logging.getLogger(__name__)
@@ -598,7 +600,9 @@ class Planner(DomainRenderer):
     (diff.py), even when the domain changed meanwhile."""
 
     def __init__(self, model: DomainModel, ctx: Any) -> None:
-        super().__init__(model, ctx)
+        block = of_root(model.groups.get(model.domain.root or ""), model.path)  # a MAT-file's header
+        super().__init__(model, ctx, block.size if block else 0)
+        self.plan.head = block.data if block else b""
         self.shown: dict[str, set[str]] = {}
         self.links_shown: dict[str, set[str]] = {}
         self.link_order: dict[tuple[str, str], int] = {}  # (group id, link name) -> creation order

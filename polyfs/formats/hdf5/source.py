@@ -45,7 +45,7 @@ import numpy as np
 
 from ...codecs.pipeline import Pipeline
 from ...codecs.registry import DEFLATE, SHUFFLE, Filter
-from ...errors import InvalidInput, PolyfsError, ReadOnly, SourceError, StoreError, UnsupportedSource
+from ...errors import InvalidInput, PolyfsError, ReadOnly, SourceError, StoreError, UnsupportedSource, UnsupportedType
 from ...model import types as T
 from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
@@ -58,6 +58,7 @@ from .region import selection_json
 from .filetypes import model_type, null_vlen_strings, raw_layout_matches, raw_read_type, read_raw
 from .vlenorder import fix_vlen_order
 from .names import NOT_UTF8, TARGET_NOT_UTF8, bad_name, link_text
+from .userblock import UserBlock, keep as keep_user_block, read_user_block
 from .hints import file_tracks_attribute_order, keep_superblock_version, native_attribute_order, record_untracked_orders
 from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
                                  complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
@@ -129,6 +130,7 @@ class HDF5Importer:
         self.links: list[_Link] = []
         self.anonymous: dict[tuple, Datatype] = {}  # committed types no link reaches (type_of)
         self.file = None
+        self.user_block: UserBlock | None = None  # the bytes before the superblock, kept (userblock.py)
         # where a virtual dataset's other source files are looked for (None: nowhere, a file
         # written through the view has no directory of its own)
         self.files_dir: Path | None = self.path.resolve().parent
@@ -150,13 +152,31 @@ class HDF5Importer:
         except (OSError, ValueError) as exc:
             raise self.err("", f"not a readable HDF5 file ({exc})") from None
         with f:
+            self.user_block = self._user_block(f)
             self.run_file(f)
 
+    def _user_block(self, f) -> UserBlock | None:
+        """The source file's user block (a MAT-file's header), read from its path."""
+        try:
+            with open(self.path, "rb") as fh:
+                def read(at: int, n: int) -> bytes:
+                    fh.seek(at)
+                    return fh.read(n)
+                return read_user_block(int(f.userblock_size or 0), read, "")
+        except OSError as exc:
+            raise self.err("", f"its user block cannot be read ({exc})") from None
+        except UnsupportedType as exc:
+            raise UnsupportedSource(self.path, str(exc).lstrip(": ")) from None
+        except InvalidInput as exc:
+            raise self.err("", str(exc).lstrip(": ")) from None
+
     def run_file(self, f) -> None:
-        """Import from an open h5py File (a path, or a file object such as a file being written)."""
+        """Import from an open h5py File (a path, or a file object such as a file being written);
+        ``self.user_block``, set by the caller, is kept with the domain (userblock.py)."""
         self.file = f
         with source_errors(lambda cause: self.err("", cause)):
             keep_superblock_version(getattr(self.writer, "root", None), f)  # rendered again (hints.py)
+            keep_user_block(getattr(self.writer, "root", None), self.user_block)
             self._walk(f)
             self._plan()
             self._create()

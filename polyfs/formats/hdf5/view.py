@@ -1,7 +1,8 @@
 """The HDF5 view: ``MNT/hdf5/<stem>.h5``, a whole domain as one HDF5 file.
 
 The file is synthesized from the model and the chunk sizes (render.py):
-superblock 0 at offset 0 (2 or 3 when the file was written so: hints.py), version 2
+superblock 0 at offset 0 (2 or 3 when the file was written so: hints.py; after the
+user block the domain's file had, a MAT-file's header: userblock.py), version 2
 object headers recording the creation order of attributes (unless the file's object
 tracked none), link messages with creation orders (symbol-table groups
 past 1024 links), attributes of every type, committed types, fill values,
