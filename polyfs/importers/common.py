@@ -5,7 +5,7 @@ progress bar, and writing decoded data chunk by chunk.
 Importers copy stored chunk bytes whenever the translation table can express
 the source's encoding; everything else (contiguous or uncompressed data,
 codecs the table lacks, chunks that are not full size) is decoded and written
-with an :class:`Encoding`: big-endian, deflate by default.
+with an :class:`Encoding` (deflate by default), in the source's byte order.
 """
 from __future__ import annotations
 
@@ -203,13 +203,6 @@ def chunks_for(shape: Sequence[int], itemsize: int, requested: tuple[int, ...] |
 
 
 # -- model types of plain numpy dtypes ------------------------------------------
-def big_endian(t: T.DType) -> T.DType:
-    """``t`` in big-endian order (committed types keep theirs: they are shared)."""
-    if isinstance(t, T.Committed):
-        return t
-    return t.with_order(">")
-
-
 def set_json_attrs(obj, attrs: dict[str, Any], skip: Iterable[str] = ()) -> None:
     skip = set(skip)
     for name, value in attrs.items():

@@ -311,8 +311,6 @@ def test_anndata_backed_read_modify_write(mount_store, store):
     deep_check(store)
 
 
-@pytest.mark.xfail(strict=True, reason="contiguous little-endian data is stored big-endian (HDF5 importer): "
-                                       "scipy.sparse refuses >f4, so anndata reads no sparse h5ad back")
 @pytest.mark.parametrize("how", ["written", "imported"])
 def test_anndata_reads_back_its_sparse_h5ad(mount_store, store, tmp_path, how):
     ad, a = small_adata()

@@ -193,22 +193,6 @@ def has_padding(t: T.DType) -> bool:
     return False
 
 
-def has_enum(t: T.DType) -> bool:
-    """True when an enum is anywhere in ``t``. HDF5 converts between enums of different byte
-    orders (even one-byte ones: the declared order differs) by member name, so a value no member
-    names (0 in netCDF's unwritten elements, a flag combination) comes out all ones: ``h5dump``
-    and ``h5diff`` of a big-endian copy of a little-endian dataset showed other values than the
-    original. Such data keeps the source's byte order."""
-    t = T.resolved(t)
-    if isinstance(t, T.EnumType):
-        return True
-    if isinstance(t, T.CompoundType):
-        return any(has_enum(ft) for _, ft in t.fields)
-    if isinstance(t, (T.ArrayType, T.VlenType)):
-        return has_enum(t.base)
-    return False
-
-
 def same_bytes(t: T.DType) -> bool:
     """True when HDF5's disk bytes are the model's chunk bytes (zero-copy possible)."""
     return fixed(t) and not has_padding(t)

@@ -4,7 +4,7 @@ Chunked datasets whose filters are all in the translation table and have a
 compressor (or have no filter at all, when ``--codec none`` is chosen) keep their stored chunks: ``read_direct_chunk`` bytes go into the
 store unchanged, in the file's byte order (missing chunks stay missing).
 Everything else is read through h5py, chunked and encoded with the chosen
-encoding in big-endian order (enums keep theirs: dtypes.has_enum; a dataset the
+encoding in the file's byte order (a dataset the
 file wrote whose values are all fill keeps one chunk): contiguous, compact and virtual datasets,
 uncompressed chunks, chunks with a nonzero filter mask (those keep the
 dataset's own filters), variable-length data (HSDS length-prefixed chunks),
@@ -52,7 +52,6 @@ from ...model.schema import Dataset, Datatype, Group, Shape
 from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
 from .filters import LZF, h5py_with_plugins
-from .dtypes import has_enum
 from .repack import copy_repacked, needs_repack, packed_filters
 from .region import selection_json
 from .filetypes import model_type, null_vlen_strings, raw_layout_matches, raw_read_type, read_raw
@@ -60,7 +59,7 @@ from .vlenorder import fix_vlen_order
 from .names import NOT_UTF8, TARGET_NOT_UTF8, bad_name, link_text
 from .userblock import UserBlock, keep as keep_user_block, read_user_block
 from .hints import file_tracks_attribute_order, keep_superblock_version, native_attribute_order, record_untracked_orders
-from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, big_endian, chunk_region, chunks_for,
+from ...importers.common import (source_errors, ChunkSink, ImportOptions, Progress, chunk_region, chunks_for,
                                  complex_as_pairs, padded, stored_pipeline_filters, write_decoded)
 
 log = logging.getLogger(__name__)
@@ -337,10 +336,9 @@ class HDF5Importer:
             return _DatasetPlan(True, source_type, source_type, shape, chunks,
                                 packed_filters(filters, source_type) if repack else filters, fill,
                                 d.id.get_num_chunks() if shape.size else 0, True, [], filters if repack else None)
-        # raw reads keep the file's bytes, so its byte order too; so do enums (has_enum)
-        keep = source_type.is_vlen or T.has_reference(source_type) or raw_read_type(source_type) or \
-            has_enum(source_type)
-        stored_type = source_type if keep else big_endian(source_type)
+        # the file's byte order, as for copied chunks: it is the one readers see (numpy's '>f8'
+        # is refused by scipy.sparse, torch.from_numpy and pandas' dtype checks)
+        stored_type = source_type
         dims = shape.array_shape
         if chunked:
             chunks = tuple(int(c) for c in d.chunks)
