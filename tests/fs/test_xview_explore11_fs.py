@@ -36,7 +36,8 @@ def _deflate_domain(tmp_path, first: np.ndarray) -> FS:
     data[:32, :32] = first
     src = tmp_path / "d.h5"
     with h5py.File(src, "w") as f:
-        f.create_dataset("img", data=data, chunks=(32, 32))  # import: big-endian deflate
+        # big-endian: imported as big-endian deflate, which n5/ serves as spliced gzip members
+        f.create_dataset("img", data=data.astype(">u2"), chunks=(32, 32))
     store = tmp_path / "store"
     store.mkdir()
     import_source(src, str(store), domain="/d.h5", progress=False)
