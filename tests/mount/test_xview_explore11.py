@@ -32,7 +32,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeW
 def _edge_source(path) -> None:
     """Datasets of the dtypes views spell differently, some chunks never written."""
     with h5py.File(path, "w") as f:
-        f.create_dataset("img", data=(np.arange(64 * 64) % 251).astype("u2").reshape(64, 64), chunks=(32, 32))
+        # big-endian: n5/ serves its deflate chunks as spliced gzip members
+        f.create_dataset("img", data=(np.arange(64 * 64) % 251).astype(">u2").reshape(64, 64), chunks=(32, 32))
         f.create_dataset("ts", shape=(10, 4), maxshape=(None, 4), chunks=(4, 4), dtype="f4", fillvalue=np.nan)
         f["ts"][:6] = 1.5
         f.create_dataset("b", data=np.array([[True, False] * 8] * 16), chunks=(8, 8))
@@ -72,7 +73,7 @@ def test_held_gzip_member_is_old_or_eio_after_another_view_rewrites_its_chunk(mo
         before = os.pread(fd, 1 << 20, 0)
         old_raw = _gunzip_n5_block(before)
         with h5py.File(m.path / "hdf5" / "x.h5", "r+") as f:  # chunk (0, 0): incompressible now
-            f["img"][0:32, 0:32] = np.random.RandomState(3).randint(0, 60000, (32, 32)).astype("u2")
+            f["img"][0:32, 0:32] = np.random.RandomState(3).randint(0, 60000, (32, 32)).astype(">u2")
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         try:
             held = os.pread(fd, 1 << 20, 0)
