@@ -45,7 +45,7 @@ import logging
 import math
 import posixpath
 from dataclasses import dataclass
-from typing import Any, Container, Mapping
+from typing import Any, Callable, Container, Mapping
 
 import numpy as np
 
@@ -258,8 +258,11 @@ def scale_name(obj: Dataset, path: str) -> str:
     return posixpath.basename(path)
 
 
-def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[str, str]) -> list[str | None] | None:
-    """Zarr ``dimension_names`` from HDF5 dimension scales (None when there are none)."""
+def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[str, str],
+                    gone_of: Callable[[], dict[str, "GoneScale"]] | None = None) -> list[str | None] | None:
+    """Zarr ``dimension_names`` from HDF5 dimension scales (None when there are none).
+    ``gone_of``: the domain's gone scales, worked out once per model by the caller (else here,
+    once per call: a domain walk each)."""
     rank = ds.shape.rank if ds.shape.kind == "simple" else 0
     if rank == 0:
         return None
@@ -284,7 +287,7 @@ def dimension_names(model: DomainModel, ds: Dataset, path: str, paths: Mapping[s
                     name = scale_name(target, paths[target_id])
                     break
             if name is None and _dangling(row, model.datasets):  # its scale was deleted: the name it keeps
-                gone = gone_scales(model) if gone is None else gone
+                gone = (gone_of() if gone_of is not None else gone_scales(model)) if gone is None else gone
                 found = gone.get(gone_key(ds, i, row))
                 name = found.name if found is not None else None
         names.append(name)
@@ -397,13 +400,20 @@ def dimension_records(model: DomainModel, doomed: Container[str]) -> dict[str, l
     the views show it (hidden where DIMENSION_LIST says it)."""
     paths = model.canonical_paths()
     out: dict[str, list[str]] = {}
+    gone: list[dict[str, GoneScale]] = []
+
+    def gone_of() -> dict[str, GoneScale]:  # once for all the datasets below
+        if not gone:
+            gone.append(gone_scales(model))
+        return gone[0]
+
     for oid, path in paths.items():
         ds = model.datasets.get(oid)
         if ds is None or oid in doomed or ARRAY_DIMENSIONS in ds.attributes:
             continue
         if not any(r in doomed for row in dimension_refs(ds) or [] for r in row if r):
             continue
-        names = dimension_names(model, ds, path, paths)
+        names = dimension_names(model, ds, path, paths, gone_of)
         if names and all(names):
             out[oid] = [str(n) for n in names]
     return out

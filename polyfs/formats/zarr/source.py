@@ -165,18 +165,25 @@ class ZarrImporter:
             raise self.err(node / V2_ARRAY, f"zarr_format {zmeta.get('zarr_format')!r} (expected 2)")
         arr = self._zarr_array(node)
         npdt = np.dtype(arr.dtype)
+        zdt = arr.metadata.dtype  # zarr-python's data type: it spells the v3 name and fill
         if npdt.kind in "biufc" and not npdt.names:
             data_type: Any = npdt.name
             fill = zmeta.get("fill_value")
+        elif npdt.kind in "mM":  # numpy.datetime64/timedelta64; the NaT fill is an int64
+            data_type = zdt.to_json(zarr_format=3)
+            fill = zdt.to_json_scalar(arr.fill_value, zarr_format=3)
         else:
             data_type = _v2_data_type(npdt)
+            if data_type == "string" and type(zdt).__name__ == "VariableLengthBytes":
+                data_type = "variable_length_bytes"  # VLenBytes: byte strings, not text
             fill = None
             if not _zero_like(arr.fill_value):
                 raise self.err(node / V2_ARRAY, f"fill_value {zmeta.get('fill_value')!r} of a {npdt} array "
                                                f"(only numeric fill values are supported)")
         return {"zarr_format": 3, "node_type": "array", "shape": list(arr.shape),
                 "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(arr.chunks)}},
-                "data_type": data_type, "codecs": [], "fill_value": fill, "attributes": self._v2_attrs(node)}
+                "data_type": data_type, "codecs": [], "fill_value": fill, "attributes": self._v2_attrs(node),
+                V2_ENDIAN: "big" if npdt.byteorder == ">" else "little"}
 
     # -- arrays -----------------------------------------------------------------------------
     def _dtype(self, meta: dict, endian: str, where: Path) -> T.DType:
@@ -218,7 +225,7 @@ class ZarrImporter:
             raise self.err(mf, f"malformed array metadata: {exc}") from None
         if len(outer) != len(shape):
             raise self.err(mf, f"chunk_shape {list(outer)} does not match shape {list(shape)}")
-        endian, chain, sharding, chunks = "little", None, None, outer
+        endian, chain, sharding, chunks = meta.get(V2_ENDIAN, "little"), None, None, outer
         ab = [i for i, c in enumerate(codecs) if c.get("name") in ARRAY_TO_BYTES + ("sharding_indexed",)]
         aa = codecs[:ab[0]] if ab else codecs
         if meta.get("storage_transformers"):
@@ -404,6 +411,7 @@ def _vlen_ready(data: np.ndarray, dtype: T.DType) -> np.ndarray:
 
 
 V2_ARRAY, V2_GROUP, V2_ATTRS = ".zarray", ".zgroup", ".zattrs"
+V2_ENDIAN = "polyfs:v2_endian"  # in a .zarray restated as v3 metadata: the v2 dtype's byte order
 
 
 def _is_v2_node(path: Path) -> bool:

@@ -656,9 +656,14 @@ class ZarrDomain(hdmf.Hierarchy):
 
     def _dimension_names(self, ds: Dataset, path: str) -> list[str | None] | None:
         try:
-            return hdmf.dimension_names(self.model, ds, path, self.paths)
+            return hdmf.dimension_names(self.model, ds, path, self.paths, lambda: self._gone_scales)
         except PolyfsError:
             return None
+
+    @cached_property
+    def _gone_scales(self) -> dict[str, hdmf.GoneScale]:
+        """Deleted dimension scales and the dimensions they leave: one domain walk per model."""
+        return hdmf.gone_scales(self.model)
 
     def array_plan(self, ds: Dataset, path: str) -> ArrayPlan | None:
         if ds.shape.kind == "null":
