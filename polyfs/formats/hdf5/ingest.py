@@ -31,7 +31,7 @@ from .render import Planner
 from .view import OpenedFile
 from .filters import h5py_with_plugins
 from .source import HDF5Importer
-from .userblock import changed_hints, of_bytes, read_user_block
+from .userblock import USER_BLOCK_HINT, changed_hints, of_bytes, read_user_block
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,14 @@ class Hdf5Ingester:
             same = next((c for c in changes.objects if c.obj_id == hint.obj_id), None)
             if same is None:
                 changes.objects.append(hint)
-            else:
+            elif same.view_hints is None:
                 same.view_hints = hint.view_hints
+            else:  # the diff's new hint record, with the user block's entry as the file has it
+                assert hint.view_hints is not None
+                merged = {k: v for k, v in same.view_hints.items() if k != USER_BLOCK_HINT}
+                if USER_BLOCK_HINT in hint.view_hints:
+                    merged[USER_BLOCK_HINT] = hint.view_hints[USER_BLOCK_HINT]
+                same.view_hints = merged
         return changes
 
     def new_document(self, t: Any, src: ByteSource, where: str) -> None:
