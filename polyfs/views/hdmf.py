@@ -332,12 +332,20 @@ def gone_key(ds: Dataset, axis: int, row: list[str | None]) -> str:
     dimension id the axis has (``_Netcdf4Coordinates``, unique in a file), else the axis alone."""
     if row[0]:
         return row[0]
-    attr = ds.attributes.get("_Netcdf4Coordinates")
-    try:
-        dimid = int(np.asarray(attr.value).reshape(-1)[axis]) if attr is not None else None
-    except (TypeError, ValueError, IndexError):
-        dimid = None
+    dimids = int_values(ds.attributes.get("_Netcdf4Coordinates"))
+    dimid = dimids[axis] if dimids is not None and axis < len(dimids) else None
     return f"null:dimid:{dimid}" if dimid is not None else f"null:{ds.id}:{axis}"
+
+
+def int_values(attr: Attribute | None) -> list[int] | None:
+    """An integer attribute's values, flat (netCDF's ``_Netcdf4Coordinates``, ``_Netcdf4Dimid``);
+    None when there is none or it does not read as integers."""
+    if attr is None:
+        return None
+    try:
+        return [int(x) for x in np.asarray(attr.value).reshape(-1)]
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -483,7 +491,7 @@ def netcdf_dimensions(model: DomainModel, ds: Dataset, rank: int,
 
 def array_dimensions(ds: Dataset, rank: int) -> list[str | None] | None:
     """xarray's ``_ARRAY_DIMENSIONS`` attribute (Zarr v2 data imported as is), if well formed."""
-    attr = ds.attributes.get("_ARRAY_DIMENSIONS")
+    attr = ds.attributes.get(ARRAY_DIMENSIONS)
     if attr is None:
         return None
     try:

@@ -319,7 +319,7 @@ class DocumentDiff:
                     raise self.refuse(f"dataset {obj.path}", "datasets in external raw files cannot be stored")
                 p = obj.plan = self.imp._plan_dataset(d)  # SourceError names the file and the cause
                 layout = "H5D_CHUNKED" if p.chunks else "H5D_CONTIGUOUS"
-                obj.model = w.add_dataset(None, None, p.stored_type, p.shape, p.chunks or None, p.filters,
+                obj.model = w.add_dataset(None, None, p.source_type, p.shape, p.chunks or None, p.filters,
                                           p.fill_value, layout_class=layout)
 
     def _type(self, read: Callable[[], T.DType], where: str) -> T.DType:

@@ -47,17 +47,15 @@ import hashlib
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ...model import ids
 from ...model import types as T
 from ...model.schema import Attribute, Dataset, Group, Link, Shape
 from ...model.tree import DomainModel
-from ...views.hdmf import (NETCDF_DIM_ONLY, GoneScale, array_dimensions, dimension_refs, fits, gone_key,
-                           gone_scales, is_netcdf, text_attr)
+from ...views.hdmf import (ARRAY_DIMENSIONS, NETCDF_DIM_ONLY, GoneScale, array_dimensions, dimension_refs, fits,
+                           gone_key, gone_scales, int_values, is_netcdf, text_attr)
 
 SCALE_ATTRS = ("CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST")
-ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
 _REF = {"class": "H5T_REFERENCE", "base": "H5T_STD_REF_OBJ", "length": 48}
 
 
@@ -279,15 +277,6 @@ def _show_reattached(ds: Dataset, target: dict[str, Dataset | None], made_ids: s
             attached.setdefault(sid, []).append((ds.id, axis))
 
 
-def _int(attr: Attribute | None) -> list[int] | None:
-    if attr is None:
-        return None
-    try:
-        return [int(x) for x in np.asarray(attr.value).reshape(-1)]
-    except (TypeError, ValueError):
-        return None
-
-
 def _dimension_id(model: DomainModel, gone: GoneScale, scale: Dataset, live: Container[str],
                   out: Synthesized) -> None:
     """netCDF-C reads a variable's dimensions from its ``_Netcdf4Coordinates`` (dimension ids,
@@ -298,11 +287,11 @@ def _dimension_id(model: DomainModel, gone: GoneScale, scale: Dataset, live: Con
         return
     ids_: set[int | None] = set()
     for ds_id, axis in gone.uses:
-        coords = _int(model.datasets[ds_id].attributes.get("_Netcdf4Coordinates"))
+        coords = int_values(model.datasets[ds_id].attributes.get("_Netcdf4Coordinates"))
         ids_.add(coords[axis] if coords is not None and len(coords) > axis else None)
     dimid = next(iter(ids_)) if len(ids_) == 1 else None
     taken = {d for oid, ds in model.datasets.items() if oid in live and text_attr(ds, "CLASS") == "DIMENSION_SCALE"
-             for d in (_int(ds.attributes.get("_Netcdf4Dimid")) or [])[:1]}
+             for d in (int_values(ds.attributes.get("_Netcdf4Dimid")) or [])[:1]}
     if dimid is not None and dimid not in taken:
         out.extra.setdefault(scale.id, {})["_Netcdf4Dimid"] = Attribute.from_json("_Netcdf4Dimid", {
             "type": {"class": "H5T_INTEGER", "base": "H5T_STD_I32LE"}, "shape": {"class": "H5S_SCALAR"},

@@ -108,8 +108,7 @@ class _Object:
 @dataclass
 class _DatasetPlan:
     copy: bool  # chunks copied as stored
-    source_type: Any  # model type as in the file
-    stored_type: Any  # model type of the stored chunks
+    source_type: Any  # model type as in the file, and of the stored chunks (its byte order kept)
     shape: Shape
     chunks: tuple[int, ...]
     filters: list[Filter]
@@ -333,19 +332,18 @@ class HDF5Importer:
         if copy:
             chunks = tuple(int(c) for c in d.chunks)
             repack = needs_repack(source_type)
-            return _DatasetPlan(True, source_type, source_type, shape, chunks,
+            return _DatasetPlan(True, source_type, shape, chunks,
                                 packed_filters(filters, source_type) if repack else filters, fill,
                                 d.id.get_num_chunks() if shape.size else 0, True, [], filters if repack else None)
-        # the file's byte order, as for copied chunks: it is the one readers see (numpy's '>f8'
-        # is refused by scipy.sparse, torch.from_numpy and pandas' dtype checks)
-        stored_type = source_type
+        # stored in the file's byte order, as copied chunks are: it is the one readers see (numpy's
+        # '>f8' is refused by scipy.sparse, torch.from_numpy and pandas' dtype checks)
         dims = shape.array_shape
         if chunked:
             chunks = tuple(int(c) for c in d.chunks)
         else:
-            itemsize = 16 if stored_type.is_vlen else stored_type.itemsize
+            itemsize = 16 if source_type.is_vlen else source_type.itemsize
             chunks = chunks_for(dims, itemsize, self.opts.chunks)
-        new_filters = stored_pipeline_filters(self.opts, stored_type, chunks)
+        new_filters = stored_pipeline_filters(self.opts, source_type, chunks)
         if shape.kind == "null":
             n = 0
         elif chunked:
@@ -354,7 +352,7 @@ class HDF5Importer:
             n = int(np.prod([-(-x // c) for x, c in zip(dims, chunks)])) if dims else 1
             if dims and shape.size == 0:
                 n = 0
-        plan = _DatasetPlan(False, source_type, stored_type, shape, chunks, new_filters, fill, n, chunked, unknown)
+        plan = _DatasetPlan(False, source_type, shape, chunks, new_filters, fill, n, chunked, unknown)
         if unknown and n:
             self._check_decodable(d, plan)
         return plan
@@ -431,7 +429,7 @@ class HDF5Importer:
                 else:
                     p = obj.plan
                     layout = "H5D_CHUNKED" if p.chunks else "H5D_CONTIGUOUS"
-                    obj.model = w.add_dataset(parent, link.name, p.stored_type, p.shape, p.chunks or None,
+                    obj.model = w.add_dataset(parent, link.name, p.source_type, p.shape, p.chunks or None,
                                               p.filters, p.fill_value, layout_class=layout)
 
     # -- pass 4: attributes ----------------------------------------------------------

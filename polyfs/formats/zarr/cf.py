@@ -45,13 +45,11 @@ from ...views import hdmf
 from .spec import HINT_SHAPE
 
 FILL = "_FillValue"
-ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
+ARRAY_DIMENSIONS = hdmf.ARRAY_DIMENSIONS
 # attributes the netCDF-4 library keeps to itself (never listed by ncattrs())
 NC_HIDDEN = frozenset({"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid",
                        "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict", "_IsNetcdf4",
                        "_SuperblockVersion"})
-NC_MARKS = hdmf.NC_MARKS
-is_netcdf = hdmf.is_netcdf  # a domain written by netCDF-4 (netCDF4-python, xarray, h5netcdf)
 
 
 def dimension_only(ds: Dataset) -> bool:
@@ -188,7 +186,7 @@ class Conventions:
     """What the Zarr view shows of one domain's attributes and datasets."""
 
     def __init__(self, model: DomainModel) -> None:
-        self.netcdf = is_netcdf(model)
+        self.netcdf = hdmf.is_netcdf(model)
         self._model = model
         self._shapes: dict[str, tuple[int, ...]] | None = None
 
