@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CodecError
+from ..model import values
 from ..model.types import (ArrayType, CompoundType, DType, ReferenceType, StringType, VlenType, resolved)
 
 _COUNT = struct.Struct("<i")
@@ -29,9 +30,7 @@ def _enc_element(t: DType, x: Any, out: bytearray) -> None:
         out += _COUNT.pack(len(b))
         out += b
     elif isinstance(t, VlenType):
-        dt = t.base.numpy()  # an array base: its dims are folded into the shape once, not repeated
-        arr = np.asarray(x if x is not None else [], dtype=dt.subdtype[0] if dt.subdtype is not None else dt)
-        b = arr.tobytes()
+        b = values.elements(x if x is not None else [], t.base.numpy()).tobytes()
         out += _COUNT.pack(len(b))
         out += b
     elif isinstance(t, CompoundType) and t.is_vlen:
@@ -42,10 +41,10 @@ def _enc_element(t: DType, x: Any, out: bytearray) -> None:
             _enc_element(t.base, e, out)
     else:
         dt = t.numpy()
-        if dt.subdtype is not None:  # a fixed-size array (a compound's member): its values once, not repeated
-            out += np.asarray(x, dtype=dt.subdtype[0]).reshape(dt.subdtype[1]).tobytes()
-        else:
-            out += np.asarray(x, dtype=dt).tobytes()
+        one = values.elements(x, dt)  # a compound's array member: its values once
+        if dt.subdtype is not None and len(one) != 1:
+            raise CodecError(f"an element of {dt} holds {one.size} values")
+        out += one.tobytes()
 
 
 def encode(t: DType, arr: np.ndarray) -> bytes:

@@ -311,6 +311,16 @@ def fill_bytes(t: DType, fill_json: Any) -> bytes:
     return fill_array(t, fill_json, ()).tobytes()
 
 
+def elements(x: Any, dt: np.dtype) -> np.ndarray:
+    """``x`` as elements of ``dt``. For an array dtype (a subarray: an HDF5 array type) the
+    values are converted to its base and shaped ``(n, *dims)``: numpy converting them to the
+    subarray dtype itself would repeat each value across a whole element."""
+    if dt.subdtype is None:
+        return np.asarray(x, dtype=dt)
+    base, dims = dt.subdtype
+    return np.asarray(x, dtype=base).reshape((-1,) + dims)
+
+
 def has_gaps(dt: np.dtype) -> bool:
     """True when some bytes of a ``dt`` element belong to no field (padded compounds)."""
     dt = np.dtype(dt)

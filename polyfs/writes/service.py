@@ -272,8 +272,10 @@ class WriteService:
         show the dimension they keep as ``phony_dim_<n>`` (``hdmf.gone_scales``)."""
         if t.model is None or t.obj is None or t.domain is None:
             return
-        below = t.h5path.rstrip("/") + "/"
-        doomed = {t.obj.id} | {e.obj.id for e in t.model.walk() if e.path.startswith(below)}
+        doomed = {t.obj.id}
+        if isinstance(t.obj, Group):  # a dataset (each one rm -r unlinks) needs no walk of the domain
+            below = t.h5path.rstrip("/") + "/"
+            doomed |= {e.obj.id for e in t.model.walk() if e.path.startswith(below)}
         if not any(("REFERENCE_LIST" in ds.attributes or "CLASS" in ds.attributes)
                    for ds in (t.model.datasets.get(i) for i in doomed) if ds is not None):
             return  # no scale among them (the common case: no walk of the domain's datasets)

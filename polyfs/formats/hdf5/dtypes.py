@@ -29,7 +29,7 @@ import numpy as np
 
 from ...errors import UnsupportedType
 from ...model import types as T
-from ...model.values import as_layout, fill_array, ref_from_json, region_to_json
+from ...model.values import as_layout, elements, fill_array, ref_from_json, region_to_json
 from .layout import AddrKey, Blob
 from .structs import (ARRAY_V2, CLASS_ARRAY, CLASS_BITFIELD, CLASS_COMPOUND, CLASS_ENUM, CLASS_FIXED, CLASS_FLOAT,
                       CLASS_OPAQUE, CLASS_REFERENCE, CLASS_STRING, CLASS_TIME, CLASS_VLEN, COMPOUND_MEMBER_V1,
@@ -219,17 +219,10 @@ def _base_dtype(t: T.DType) -> np.dtype:
 
 
 def _sequence(base: T.DType, x: Any) -> np.ndarray:
-    """The elements of one variable-length sequence. Those of an array type (PyTables'
-    VLArray of a shaped atom) keep its dims folded into the shape once: converting them to
-    the subarray dtype would repeat each value across a whole element."""
+    """The elements of one variable-length sequence (elements(): an array type's values
+    once per element, PyTables' VLArray of a shaped atom)."""
     x = x if x is not None else []
-    if not fixed(base):
-        return np.asarray(x, dtype=object)
-    dt = base.numpy()
-    if dt.subdtype is None:
-        return np.asarray(x, dtype=dt)
-    sub, dims = dt.subdtype
-    return np.asarray(x, dtype=sub).reshape((-1,) + dims)
+    return elements(x, base.numpy()) if fixed(base) else np.asarray(x, dtype=object)
 
 
 def to_disk(t: T.DType, raw: bytes) -> bytes:
