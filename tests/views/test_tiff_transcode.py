@@ -4,6 +4,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+import uuid
 import xml.etree.ElementTree as ET
 
 import numcodecs
@@ -66,7 +67,7 @@ def smooth(shape, dtype, seed=0):
 def one_dataset(name: str, arr: np.ndarray, dtype: T.DType, chunks, filters, attrs=None, skip_fill=False,
                 **options):
     """A store holding /<name> and (ctx, reader, counting store, tiff node of the dataset)."""
-    inner = open_store(f"memory://tiff-tc-{name}-{id(arr)}")
+    inner = open_store(f"memory://tiff-tc-{name}-{uuid.uuid4().hex}")  # id() is reused once arr is freed
     counting = CountingStore(inner)
     ctx, reader = make_ctx(counting, **options)
     with DomainWriter(ctx.catalog, "/x.h5") as w:
