@@ -622,6 +622,19 @@ class Catalog:
                 self.drop_persisted_index(obj.id)
             return key, tag
 
+    def check_current(self, model: DomainModel, obj_ids: Iterable[str]) -> None:
+        """PreconditionFailed unless the store still holds each object at the version ``model``
+        was loaded with: one versioned read each, for changes that rest on objects they do not
+        rewrite (deleting a group another host may have filled meanwhile)."""
+        for oid in obj_ids:
+            key = keys.object_key(oid)
+            try:
+                _, tag = self.store.get_tagged(key)
+            except NotFound:
+                tag = None
+            if tag != model.tags.get(key):
+                raise PreconditionFailed(f"{key}: changed by another writer")
+
     def swap_object(self, model: DomainModel, obj: Group | Dataset | Datatype) -> tuple[str, str]:
         """A changed object's JSON, written only if the store still holds the version
         ``model`` was loaded with (PreconditionFailed if another writer changed it); (key, tag).

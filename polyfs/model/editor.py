@@ -367,6 +367,10 @@ class DomainEditor:
             if link is None:
                 raise NotFound(f"{model.path}:{h5path} not found")
             target = model.get(link.id) if link.kind == "hard" and link.id else None
+            if isinstance(target, Group):
+                # another host may have filled the group since this model was read: decide
+                # on what the store holds, not on the cached links (else its arrays orphan)
+                self.catalog.check_current(model, _subtree_groups(model, target))
             if isinstance(target, Group) and target.links and not recursive:
                 from ..errors import NotEmpty
                 raise NotEmpty(f"{model.path}:{h5path} is not empty")
@@ -516,6 +520,11 @@ def _check_coords(ds: Dataset, coords: Sequence[int]) -> None:
 
 def _deflate_last(p: Pipeline) -> bool:
     return bool(p.filters) and p.filters[-1].id == DEFLATE and p.compressor is not None
+
+
+def _subtree_groups(model: DomainModel, obj: Obj) -> list[str]:
+    """Ids of the groups among ``obj`` and everything below it."""
+    return [oid for oid in _subtree(model, obj) if ids.kind_of(oid) == "group"]
 
 
 def _subtree(model: DomainModel, obj: Obj) -> list[str]:

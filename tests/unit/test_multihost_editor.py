@@ -152,3 +152,29 @@ def test_a_host_losing_many_races_keeps_trying_for_a_while(url, monkeypatch):
     with pytest.raises(PreconditionFailed, match="try again"):
         a._retrying("/race.h5", op(10 ** 9))
     assert lost[0] >= editor_mod.SWAP_ATTEMPTS
+
+
+def test_removing_a_group_another_host_filled_meanwhile_sees_its_members(url):
+    """Host A's cached model shows /g empty; host B has since put an array in it. A's rmdir must
+    be refused (ENOTEMPTY) and A's recursive delete must take B's array too: deciding on the
+    cached links deleted the group and orphaned B's array with its chunks."""
+    a, b = host(url), host(url)
+    a.create_domain("/d.h5")
+    a.create_group("/d.h5", "/g")
+    a.create_group("/d.h5", "/g/sub")
+    b.model("/d.h5")
+    ds = b.create_dataset("/d.h5", "/g/sub/x", from_numpy(np.dtype("<u2")), (4,), (4,), [])
+    b.put_chunks("/d.h5", ds, [((0,), np.arange(4, dtype="<u2").tobytes())])
+    assert set(a.model("/d.h5").resolve("/g/sub").links) == set()  # A's model is stale
+    from polyfs.errors import NotEmpty
+    with pytest.raises(NotEmpty):
+        a.delete("/d.h5", "/g/sub")
+    b.create_group("/d.h5", "/g/late")  # B again, after A re-read: A's recursive delete must see it too
+    a.delete("/d.h5", "/g", recursive=True)
+    fresh = Catalog(open_store(url))
+    model = fresh.load("/d.h5")
+    assert set(model.root.links) == set()
+    store = open_store(url)
+    left = [i.key for i in store.list("") if ds.id[2:] in i.key or "late" in i.key]
+    assert left == [], left
+    assert set(model.groups) == {model.root.id}
