@@ -397,7 +397,8 @@ class WriteSide:
         else:
             target = await self.fs.run(self.service.route, path)
             ingest = await self.fs.run(self.service.is_ingestible, path)
-            if (target.domain is None or not target.rest) and not ingest:
+            if (target.domain is None or not target.rest) and not ingest \
+                    and not await self.fs.run(self.service.is_scratch, path):
                 names = sorted({target.suffix, *target.view.keeps_names} - {""})
                 new = f", or a new domain here as <name>{' or <name>'.join(names)}" \
                     if target.domain is None and target.view.kind == "file" and names else ""

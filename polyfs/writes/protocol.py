@@ -33,6 +33,19 @@ class ByteSource(Protocol):
     def read(self, off: int, n: int) -> bytes: ...
 
 
+class BytesSource:
+    """A ByteSource over bytes in memory (tests, small files)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def size(self) -> int:
+        return len(self.data)
+
+    def read(self, off: int, n: int) -> bytes:
+        return self.data[off:off + n]
+
+
 class SourceReader(io.RawIOBase):
     """A ByteSource as a read-only, seekable raw file (format libraries read flushed files so:
     h5py's file-object driver, tifffile), one read at a time, never the whole file."""
@@ -223,6 +236,17 @@ class NameCheck(Protocol):
 
     def refuse_name(self, rest: list[str]) -> str | None:
         """Why a file at ``rest`` (the path below its domain) is refused, or None."""
+        ...
+
+
+@runtime_checkable
+class ScratchNames(Protocol):
+    """An ingester of whole-file documents that knows the temporaries tools write beside such a
+    file and rename over it (NCO's ``x.nc.pid123.ncks.tmp``): made where no other new file may
+    be, kept as scratch, stored only by that rename."""
+
+    def scratch_for(self, name: str) -> str | None:
+        """The document name whose temporary ``name`` is, or None."""
         ...
 
 

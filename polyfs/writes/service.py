@@ -47,8 +47,8 @@ from .arraycheck import check_same_array
 from .attrs import attribute_change, recorded_dimension_names, typed_attributes
 from .chunkin import to_stored, zeros_unless_fill
 from .history import WriteHistory, digest, zlib_canonical
-from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck, WrittenChunk,
-                       WrittenFile, file_members)
+from .protocol import (ArrayWrite, ByteSource, DocumentIngester, GroupWrite, HeadCheck, Ingester, NameCheck,
+                       ScratchNames, WrittenChunk, WrittenFile, file_members)
 from ..parallel import THREADS, Occupancy, bounded_map
 from .router import Router, Target
 
@@ -69,19 +69,6 @@ class ChunkFile:
     decl: ArrayWrite
     members: dict[int, tuple[int, ...]]
     lock_key: tuple
-
-
-class BytesSource:
-    """A ByteSource over bytes in memory (tests, small files)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def size(self) -> int:
-        return len(self.data)
-
-    def read(self, off: int, n: int) -> bytes:
-        return self.data[off:off + n]
 
 
 class WriteService:
@@ -141,6 +128,17 @@ class WriteService:
             except PolyfsError:
                 return False
         return False
+
+    def is_scratch(self, path: str) -> bool:
+        """True when a new file at ``path``, above every domain, is a tool's temporary for a
+        domain file beside it (see ``ScratchNames``): kept in memory like a lock file and
+        stored only when renamed over that file."""
+        t = self.route(path)
+        ing = self.ingester(t)
+        if t.domain is not None or not t.parts or not isinstance(ing, ScratchNames):
+            return False
+        stem = ing.scratch_for(t.parts[-1])
+        return bool(stem) and self._new_document_domain(Target(t.view, t.parts[:-1] + [stem])) is not None
 
     def refused_name(self, path: str) -> str | None:
         """Why no file may be made at ``path`` (see ``NameCheck``; a new whole-domain document

@@ -24,7 +24,7 @@ from polyfs.formats.n5 import ingest as n5_ingest
 from polyfs.formats.n5.spec import parse_block_header
 from polyfs.formats.zarr import ingest as zarr_ingest
 from polyfs.writes.protocol import ArrayWrite
-from polyfs.writes.service import BytesSource
+from polyfs.writes.protocol import BytesSource
 
 ZARR_BASES = [
     zarr_array_meta((10, 12), "uint16", (4, 4), shards=(8, 8), codecs=("zstd",)),

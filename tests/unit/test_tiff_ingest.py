@@ -191,7 +191,7 @@ def test_segment_regions_read_what_tifffile_reads(dtype, shape, kw):
     what tifffile's whole-image read has there."""
     from polyfs.formats.tiff.segments import Segments
     from polyfs.formats.tiff.source import series_layout
-    from polyfs.writes.service import BytesSource
+    from polyfs.writes.protocol import BytesSource
 
     rng = np.random.default_rng(5)
     data = (rng.random(shape) * 200).astype(dtype)

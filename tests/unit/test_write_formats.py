@@ -20,7 +20,7 @@ from polyfs.formats.zarr import ingest as zarrmeta
 from polyfs.formats.zarr.spec import KeyEncoding, ShardIndex
 from polyfs.writes.chunkin import Incoming, to_stored
 from polyfs.writes.protocol import ArrayWrite, file_members
-from polyfs.writes.service import BytesSource
+from polyfs.writes.protocol import BytesSource
 
 
 def _chunks(ing, blob: bytes, m: ArrayWrite, pos=(0, 0), grid=(3, 2)) -> dict:

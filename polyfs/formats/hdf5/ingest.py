@@ -16,6 +16,7 @@ file-object driver and read by the HDF5 library itself:
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,11 @@ H5_DAMAGE = (OSError, RuntimeError, ValueError, KeyError, TypeError, IndexError,
 
 
 MAT5_HEADER = b"MATLAB 5.0 MAT-file"  # v5 (also -v6, -v7) MAT-files' header text: not HDF5
+
+# the temporaries tools write beside a file and rename over it: NCO's ``x.nc.pid123.ncks.tmp``
+# (every operator but ncatted/ncrename without -o), rsync's ``.x.nc.AbC123``
+SCRATCH_NAMES = (re.compile(r"(?P<stem>.+)\.pid\d+\.[A-Za-z0-9_]+\.tmp"),
+                 re.compile(r"\.(?P<stem>.+)\.[A-Za-z0-9]{6}"))
 
 
 def _damaged(where: str, exc: BaseException) -> InvalidInput:
@@ -68,6 +74,15 @@ class Hdf5Ingester:
         if head[:16] == MAT5_HEADER[:16]:  # MATLAB -v6/-v7, scipy.io.savemat
             return ("a MATLAB 5.0 (v6/v7) MAT-file, not HDF5: this view stores HDF5 files only "
                     "(save with -v7.3, or hdf5storage.savemat(..., format='7.3'))")
+        return None
+
+    def scratch_for(self, name: str) -> str | None:
+        """The file name whose writer's temporary ``name`` is (kept in memory until renamed
+        over it, which stores it), or None. NCO writes every output this way."""
+        for pattern in SCRATCH_NAMES:
+            hit = pattern.fullmatch(name)
+            if hit is not None:
+                return hit.group("stem")
         return None
 
     def document_path(self, t: Any) -> str | None:
