@@ -1279,8 +1279,8 @@ def _eopnotsupp_meta(case: str) -> dict:
         meta.update(codecs=[{"name": "vlen-bytes"}])
     elif case == "structured with a time field":
         meta.update(data_type=TIME_FIELD_STRUCTURED)
-    elif case == "delta":
-        meta["codecs"] = [{"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}] + meta["codecs"]
+    elif case == "bitround of int32":
+        meta["codecs"] = [{"name": "numcodecs.bitround", "configuration": {"keepbits": 3}}] + meta["codecs"]
     elif case == "unknown codec":
         meta["codecs"] = meta["codecs"] + [{"name": "no.such.codec", "configuration": {}}]
     elif case == "n5 dataType":
@@ -1291,7 +1291,7 @@ def _eopnotsupp_meta(case: str) -> dict:
 
 
 
-@pytest.mark.parametrize("case", ["vlen-bytes of int32", "structured with a time field", "delta",
+@pytest.mark.parametrize("case", ["vlen-bytes of int32", "structured with a time field", "bitround of int32",
                                   "unknown codec", "n5 dataType", "n5 compression"])
 def test_error_eopnotsupp(zfs, caplog, case):
     fs = zfs

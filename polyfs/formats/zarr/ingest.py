@@ -27,6 +27,7 @@ from ...writes.chunkin import Incoming, unwrapped
 from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
+from .numcodecs_chain import HINT_NUMCODECS, STORED, NumcodecsChain, needs_numcodecs
 from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILTERS, HINT_PER_SHARD,
                    HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, KeyEncoding,
                    ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself, fill_json, filter_codecs,
@@ -128,15 +129,17 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     a2a = [c for c in inner_codecs[:ab] if is_real_transpose(c, len(shape))]  # an identity transpose is none
     order = _transpose(a2a, len(shape), where)
     other = [str(c.get("name")) for c in a2a if not decodes_to_itself(c, data_type) and order is None]
-    if other:
-        raise UnsupportedType(f"{where}: array-to-array codec {', '.join(other)} cannot be written through the "
-                              f"view (transpose, numcodecs.bitround and numcodecs.quantize can)")
     head = inner_codecs[ab]
     npdt, dtype, unframe = _element(head, data_type, where)
     if order is not None and unframe is not None:
         raise UnsupportedType(f"{where}: a transposed array of text cannot be written through the view")
     chain = bytes_codecs(inner_codecs[ab + 1:], npdt.itemsize)
-    if chain.reason:
+    coded = _numcodecs_chain(a2a if other or chain.reason else [], chain.reason, inner_codecs[ab + 1:], npdt, chunks,
+                             unframe is None and order is None, where)
+    if other and coded is None:
+        raise UnsupportedType(f"{where}: array-to-array codec {', '.join(other)} cannot be written through the "
+                              f"view (transpose, numcodecs.bitround and numcodecs.quantize can)")
+    if chain.reason and coded is None:
         raise UnsupportedType(f"{where}: {chain.reason} is not supported")
     fill = fill_json(meta.get("fill_value"), dtype)
     dims = meta.get("dimension_names")
@@ -144,13 +147,22 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
                              or not all(d is None or isinstance(d, str) for d in dims)):
         raise _err(where, f"dimension_names {dims!r} must list one name or null per dimension")
     keys = KeyEncoding.from_json(meta.get("chunk_key_encoding"))
-    filters = tuple(chain.filters)
     # a 0-d array is stored as a scalar dataset: one chunk, at (0,) of a grid of one
     per = per_shard(outer, chunks) if index is not None else (1,) * max(len(shape), 1)
-    hints = {HINT_PER_SHARD: list(per)} if index is not None else {HINT_SHARDED: False}
+    hints: dict[str, Any] = {HINT_PER_SHARD: list(per)} if index is not None else {HINT_SHARDED: False}
     if is_time_type(data_type) or unframe is not None and data_type != VLEN_STRING:
         hints[HINT_DATA_TYPE] = data_type  # stored as int64 (time) or text (utf32), shown back as declared
     hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
+    attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
+    if coded is not None:  # chunks decoded with numcodecs when written (numcodecs_chain.py)
+        crc = bool(inner_codecs) and inner_codecs[-1].get("name") == "crc32c"
+        hints.update(Spelling(crc, index or DEFAULT_INDEX, keys).hints())
+        hints[HINT_NUMCODECS] = coded.hint()
+        table = not chain.reason and any(f.spec.compressor for f in chain.filters)
+        decoded = NumcodecsDecoded(coded, Incoming(npdt, (), False, crc))
+        return ArrayWrite(shape, dtype, chunks, tuple(chain.filters) if table else STORED, Incoming(npdt), fill,
+                          attrs, per, dims, hints, (keys, index, 0, decoded))
+    filters = tuple(chain.filters)
     # served back as declared: the writer's open handle keeps reading with its own metadata
     hints.update(Spelling(chain.strip_crc32c, index or DEFAULT_INDEX, keys).hints())
     if order is not None:  # stored in C order; served in the writer's
@@ -161,13 +173,41 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     if declared != filter_codecs(chain.filters, npdt.itemsize) or non_spec(declared):  # zstd checksum, numcodecs.*
         hints[HINT_CODECS] = declared
     elem = dtype.numpy() if npdt.kind == "c" else npdt  # complex: the stored {r, i} compound, same bytes
-    attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
     inc = _incoming(elem, filters, chain.gzip, chain.strip_crc32c, unframe)
     untranspose = None
     if order is not None:  # chunks_in hands on the elements in C order: plain bytes
         untranspose, inc = Untransposed(order, chunks, inc), Incoming(elem)
     return ArrayWrite(shape, dtype, chunks, filters, inc, fill, attrs, per, dims, hints,
                       (keys, index, 0, untranspose))
+
+
+def _numcodecs_chain(a2a: list[dict], reason: str, declared: list[dict], npdt: np.dtype, chunks: tuple[int, ...],
+                     plain: bool, where: str) -> NumcodecsChain | None:
+    """The declared chain when only numcodecs codes it (numcodecs_chain.py), else None."""
+    if not plain or not needs_numcodecs(a2a, reason, declared):
+        return None
+    if declared and declared[-1].get("name") == "crc32c":
+        declared = declared[:-1]
+    if a2a and npdt.byteorder == ">":
+        raise UnsupportedType(f"{where}: array-to-array codecs over big-endian bytes cannot be written through "
+                              f"the view")
+    coded = NumcodecsChain(tuple(a2a), tuple(declared), npdt, tuple(chunks))
+    try:
+        coded.check()  # naming a codec numcodecs does not have, or that cannot code the elements
+    except UnsupportedType as exc:
+        raise UnsupportedType(f"{where}: {exc}") from None
+    return coded
+
+
+@dataclass(frozen=True)
+class NumcodecsDecoded:
+    """A chunk a writer encoded with a numcodecs chain -> its elements in C order."""
+
+    chain: NumcodecsChain
+    writer: Incoming  # its crc32c trailer, if any
+
+    def __call__(self, data: bytes) -> bytes:
+        return self.chain.decode(unwrapped(self.writer, data))
 
 
 def _transpose(a2a: list[dict], rank: int, where: str) -> tuple[int, ...] | None:

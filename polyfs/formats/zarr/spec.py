@@ -35,7 +35,7 @@ ARRAY_TO_BYTES = ("bytes", "endian", "vlen-utf8", "vlen-bytes")
 # bytes-to-bytes codecs of the Zarr v3 core spec: every v3 reader (tensorstore, zarr-python,
 # zarrs...) has them; ``numcodecs.*`` names are zarr-python's own
 SPEC_BYTES_CODECS = ("gzip", "zstd", "blosc", "crc32c")
-_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}  # blosc's shuffle names -> numbers
 
 
 RAW_BYTES = "raw_bytes"  # zarr-python's numpy "V<n>": HDF5 opaque
@@ -446,7 +446,7 @@ def bytes_codecs(codecs: list[dict], itemsize: int) -> Chain:
             chain.zstd = True
         elif name in ("blosc", "numcodecs.blosc"):
             shuffle = cfg.get("shuffle", 1)
-            shuffle = _SHUFFLES.get(shuffle, 1) if isinstance(shuffle, str) else int(shuffle)
+            shuffle = SHUFFLES.get(shuffle, 1) if isinstance(shuffle, str) else int(shuffle)
             cname = str(cfg.get("cname", "lz4"))
             if cname not in BLOSC_CODES:
                 return Chain(reason=f"blosc cname {cname}")

@@ -110,6 +110,7 @@ from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
 from . import FORMAT, cf, spec
+from .numcodecs_chain import HINT_NUMCODECS, NumcodecsChain
 from .spec import CHUNK_DIR, META
 from ...views.base import DirNode, FileNode, Node, ViewContext
 
@@ -272,6 +273,13 @@ def transposed_recipe(src: cs.ChunkSource, chunk: tuple[int, ...], order: tuple[
     return cs.transcoded(t, "transposed as its writer declared"), [transpose] + head + codecs
 
 
+def numcodecs_recipe(chain: NumcodecsChain, head: dict) -> tuple[cs.Recipe, list[dict]]:
+    """Chunks stored as values, served encoded with the numcodecs chain their writer declared."""
+    t = cs.Transcoding(("zarr-numcodecs", json.dumps(chain.hint(), sort_keys=True)), chain.encode, None, None)
+    return cs.transcoded(t, f"{chain.names()}: served as its writer declared"), \
+        list(chain.filters) + [head] + list(chain.codecs)
+
+
 def space_to_null(length: int):
     """Chunk bytes of space-padded strings with their padding as NULs (what HDF5 gives
     a reader of a null-padded string: the same text)."""
@@ -347,6 +355,8 @@ class ArrayPlan:
             recipe, codecs = transposed_recipe(self.src, self.chunk_shape, self.transpose,
                                                [plain_bytes_codec(self.zt)])
             codecs = self.declared_spelling(codecs)
+        elif self.numcodecs_chain is not None:
+            recipe, codecs = numcodecs_recipe(self.numcodecs_chain, plain_bytes_codec(self.zt))
         else:
             if self.utf32 is not None:
                 recipe, codecs = utf32_recipe(self.src, self.utf32)
@@ -386,6 +396,15 @@ class ArrayPlan:
         if not plain or self.utf32 is not None or pipe.opaque:
             return recipe, codecs
         return (cs.gzip_spliced() if chain.gzip else cs.stored()), [plain_bytes_codec(self.zt)] + declared
+
+    @cached_property
+    def numcodecs_chain(self) -> NumcodecsChain | None:
+        """The numcodecs chain the array's writer declared (numcodecs_chain.py), if it still fits."""
+        hint = self.hints.get(HINT_NUMCODECS)
+        if hint is None or self.zt.kind != "fixed" or self.zt.needs_swap or self.zt.space_padded \
+                or self.zt.inner or self.utf32 is not None or not self.chunk_shape or self.src.pipeline.opaque:
+            return None
+        return NumcodecsChain.from_hint(hint, np.dtype(resolved(self.ds.type).numpy()), tuple(self.chunk_shape))
 
     @cached_property
     def transpose(self) -> tuple[int, ...] | None:
