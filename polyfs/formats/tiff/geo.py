@@ -146,6 +146,61 @@ def gdal_nodata(text: Any, np_dtype: np.dtype) -> Any:
     return None
 
 
+# -- CF nodata -------------------------------------------------------------------------------------
+# A netCDF/CF variable says which value means "no data" in ``_FillValue`` (else ``missing_value``);
+# GDAL's netCDF driver (and rasterio through it) reads that as the band's nodata. Its TIFF carried no
+# GDAL_NODATA, so rasterio/GDAL read the same variable through ``tiff/`` with no nodata: fill values
+# averaged into overviews and statistics, masks all valid. Served as GDAL_NODATA when the dataset has
+# no GDAL_NODATA of its own; an in-place edit or rewrite that leaves it as served stores nothing.
+CF_NODATA = ("_FillValue", "missing_value")
+
+
+def cf_nodata(ds: Dataset, np_dtype: np.dtype) -> str | None:
+    """The GDAL_NODATA text ``ds``'s CF ``_FillValue``/``missing_value`` gives (GDAL's netCDF driver's
+    nodata), or None: the dataset has its own GDAL_NODATA, none of them, or no value of its type."""
+    if "GDAL_NODATA" in ds.attributes or np.dtype(np_dtype).kind not in "iuf":
+        return None
+    for name in CF_NODATA:
+        a = ds.attributes.get(name)
+        if a is not None:
+            return _nodata_text(a.value, np.dtype(np_dtype))
+    return None
+
+
+def _nodata_text(value: Any, dt: np.dtype) -> str | None:
+    """One attribute value (a number, a 1-element list, HSDS's ``"NaN"``) as GDAL_NODATA text, or
+    None when it is no single value of ``dt`` (GDAL's netCDF driver reads it the same way)."""
+    if isinstance(value, list):
+        if len(value) != 1:
+            return None
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    if dt.kind in "iu":
+        text = str(int(v)) if math.isfinite(v) and v == int(v) else None
+    else:
+        text = "nan" if math.isnan(v) else format(float(dt.type(v)), ".17g") if math.isfinite(v) else \
+            ("inf" if v > 0 else "-inf")
+    return text if text is not None and gdal_nodata(text, dt) is not None else None
+
+
+def unedited_cf_nodata(ds: Dataset, got: dict[str, Any]) -> bool:
+    """Whether the GDAL_NODATA of a file written or edited in place (``got``: name -> (type, shape,
+    value)) only repeats the one the view derived from ``ds``'s ``_FillValue`` (then it is not
+    stored: the netCDF variable keeps its attributes as they were)."""
+    r = raster(ds)
+    said = got.get("GDAL_NODATA")
+    derived = cf_nodata(ds, r.sample) if r is not None else None
+    if said is None or derived is None:
+        return False
+    a, b = gdal_nodata(said[2], r.sample), gdal_nodata(derived, r.sample)
+    return a is not None and b is not None and (a == b or (a != a and b != b))
+
+
 # -- CF / rioxarray georeferencing -----------------------------------------------------------------
 # An array xarray/rioxarray wrote (``to_zarr``, ``to_netcdf``) or GDAL's netCDF driver made says
 # where it lies only in CF terms: its attribute ``grid_mapping`` names a variable whose

@@ -38,7 +38,7 @@ from ...vfile import Literal, VFile
 from . import FORMAT
 from . import meta as tiffmeta
 from .described import descriptive_tags
-from .geo import CFGeo, cf_geo_tags, geo_tags
+from .geo import CFGeo, cf_geo_tags, cf_nodata, geo_tags
 from .raster import raster
 from .structs import (PHOTOMETRIC_MINISBLACK, SAMPLE_FORMAT, Entry, entry, flavor, header, header_size, ifd_chain,
                       row_entries)
@@ -180,7 +180,14 @@ def dataset_image(ds: Dataset, parent: Group | None, name: str, title: str, tile
     meta = tiffmeta.describe(ds, parent, name, title, r.sample, r.samples, r.planes, r.bits)
     return TiffImage(dims[-2], dims[-1], int(np.prod(dims[:-2], dtype=np.int64)), r.sample, tuple(tile),
                      compression, meta.description, meta.resolution, r.samples, r.photometric, r.extra,
-                     r.tags + geo_tags(ds) + cf_geo_tags(ds, cf) + descriptive_tags(ds), r.planes, r.bits)
+                     r.tags + geo_tags(ds) + cf_geo_tags(ds, cf) + _nodata(ds, r.sample) + descriptive_tags(ds),
+                     r.planes, r.bits)
+
+
+def _nodata(ds: Dataset, sample: np.dtype) -> tuple[tuple[str, Any], ...]:
+    """GDAL_NODATA from a CF ``_FillValue`` (geo.py, "CF nodata"), when the dataset has none."""
+    text = cf_nodata(ds, sample)
+    return (("GDAL_NODATA", text),) if text is not None else ()
 
 
 def compose(image: TiffImage, tiles: TileData) -> VFile:

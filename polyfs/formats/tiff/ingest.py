@@ -66,7 +66,7 @@ from ...writes.protocol import (
 )
 from .described import DESCRIPTIVE_CODES, DESCRIPTIVE_NAMES, descriptive_attributes, descriptive_tags
 from .dropped import say_tags_dropped
-from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags, unedited_cf_tags
+from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags, unedited_cf_nodata, unedited_cf_tags
 from .image import written_stem
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
@@ -446,6 +446,8 @@ class TiffIngester:
         back over a map) leaves the dataset's. The descriptive tags (described.py: Make, Artist,
         Orientation...) are one such group too."""
         got = image_attributes(tif, series, lay.key, lay.axes)
+        if unedited_cf_nodata(ds, got):
+            got.pop("GDAL_NODATA")
         gone: list[str] = []
         for group in (GEO_TAG_NAMES, DESCRIPTIVE_NAMES):
             said = [k for k in got if k in group]
@@ -482,6 +484,8 @@ def _geo_change(ds: Dataset, key: Any, served_extra: list[str],
     got = {**geo_attributes(key), **descriptive_attributes(key)}
     for name in unedited_cf_tags(ds, got, served_geo or {}):
         got.pop(name, None)
+    if unedited_cf_nodata(ds, got):
+        got.pop("GDAL_NODATA")
     extra = extra_samples(key)
     if extra != served_extra and len(extra) == len(served_extra):
         got["extrasamples"] = (T.StringType(None, "utf8", "nullterm"), Shape("simple", (len(extra),)), extra)

@@ -20,7 +20,8 @@ its last two dimensions are the plane, the leading ones pages. Two cases differ:
   name): MinIsWhite (1-bit masks, scanned documents: a viewer would show them
   inverted as MinIsBlack), Palette with the attribute ``colormap`` ((3, 2**bits)
   uint16, the ColorMap tag, 8- and 16-bit unsigned samples only; a shorter map, of
-  a 1- to 4-bit palette file, padded), Separated
+  a 1- to 4-bit palette file, padded; a MinIsBlack page carrying a ColorMap, as GDAL
+  writes a colour table set after the pixels, is taken as Palette, as GDAL reads it), Separated
   (CMYK, 4 samples or more) and YCbCr of 3 samples (stored as written: served
   with YCbCrSubSampling 1, 1, since libtiff's default is 2, 2) are served as
   they were written; the stored values are the file's, so only this tag tells

@@ -435,6 +435,8 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
         photometric = None
     if photometric == "YCBCR" and int(getattr(key, "compression", 1)) in JPEG_COMPRESSIONS:
         photometric = "RGB"  # the JPEG codec hands YCbCr data over as RGB: what is stored
+    if photometric == "MINISBLACK" and _grey_with_colormap(key):
+        photometric = "PALETTE"  # GDAL's colour table set after the pixels (module doc of raster.py)
     if photometric is not None:
         out["photometric"] = (vl, Shape("scalar"), photometric)
     extra = extra_samples(key)
@@ -478,6 +480,18 @@ def image_attributes(tif, series, key, axes: str) -> dict[str, tuple[T.DType, Sh
     out.update(geo_attributes(key))
     out.update(descriptive_attributes(key))
     return out
+
+
+def _grey_with_colormap(key: Any) -> bool:
+    """Whether a one-sample page of 8- or 16-bit unsigned samples carries a ColorMap under
+    PhotometricInterpretation MinIsBlack: what GDAL writes when a colour table is set after pixels
+    were written (rasterio's ``write`` then ``write_colormap``), and what GDAL reads back as a palette
+    image (it takes the ColorMap whatever the photometric says). Kept as a palette, or the colours
+    would be lost."""
+    if getattr(key, "colormap", None) is None or int(getattr(key, "samplesperpixel", 0)) != 1:
+        return False
+    dt = np.dtype(getattr(key, "dtype", None) or "f8")
+    return dt.kind == "u" and dt.itemsize in (1, 2)
 
 
 def extra_samples(key: Any) -> list[str]:
