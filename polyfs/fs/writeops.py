@@ -541,6 +541,9 @@ class WriteSide:
         if await self.fs.run(self._lookup_node, parent, text) is not None:
             raise FileExistsError(errno.EEXIST, path)
         await self.fs.run(self.service.mkdir, path)
+        # a directory that did not exist has nothing in it: directories kept below its path for
+        # an array since deleted through another view (h5py del, a tiff/ unlink) must not reappear
+        self.overlay.drop_dirs_below(path)
         self._changed(path)
         parent.node = await self.fs.run(self.fs.resolve, parent.path)
         node = await self.fs.run(self._lookup_node, parent, text)
