@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import deep_check
+from support import deep_check, seeded_store
 
 from polyfs.importers import import_source
 
@@ -46,12 +46,7 @@ def run(*cmd: str) -> str:
 
 @pytest.fixture
 def store(tmp_path):
-    src = tmp_path / "seed.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("seed", data=np.zeros((4, 4), "u1"))
-    out = tmp_path / "store"
-    assert import_source(src, str(out), progress=False) == "/seed.h5"
-    return out
+    return seeded_store(tmp_path, "seed.h5")
 
 
 @pytest.fixture

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import deep_check
+from support import deep_check, seeded_store
 
-from polyfs.importers import import_source
 
 rasterio = pytest.importorskip("rasterio")
 h5py = pytest.importorskip("h5py")
@@ -43,12 +42,7 @@ CLASSES = {0: (255, 0, 0, 255), 1: (0, 255, 0, 255), 2: (0, 0, 255, 255), 3: (1,
 
 @pytest.fixture
 def store(tmp_path):
-    src = tmp_path / "seed.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("seed", data=np.zeros((4, 4), "u1"))
-    out = tmp_path / "store"
-    assert import_source(src, str(out), progress=False) == "/seed.h5"
-    return out
+    return seeded_store(tmp_path, "seed.h5")
 
 
 def bands() -> np.ndarray:
