@@ -176,6 +176,8 @@ def _nodata_text(value: Any, dt: np.dtype) -> str | None:
         value = value[0]
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
+    if dt.kind in "iu" and isinstance(value, int):  # exact: float() rounds 64-bit fills (NC_FILL_INT64)
+        return str(value) if gdal_nodata(str(value), dt) is not None else None
     try:
         v = float(value)
     except (TypeError, ValueError):

@@ -19,31 +19,18 @@ import numpy as np
 
 from ...codecs.registry import DEFLATE, Filter
 from ...errors import CodecError, UnsupportedType
-from .spec import HINT_PREFIX, SHUFFLES
+from .spec import HINT_PREFIX, bytes_codecs
 
 HINT_NUMCODECS = HINT_PREFIX + "numcodecs_chain"  # {"filters": [...], "codecs": [...]}: the declared numcodecs chain
 PREFIX = "numcodecs."
+CORE = ("gzip", "zstd", "blosc")  # Zarr v3 core codecs a numcodecs chain may hold
 STORED = (Filter(DEFLATE, (6,)),)  # how the values are stored when the chain has no table compressor
 
 
-def _nc(name: str, **kw: Any) -> Any:
-    import numcodecs
-
-    return getattr(numcodecs, name)(**kw)
-
-
-CORE = {
-    "gzip": lambda cfg: _nc("GZip", level=int(cfg.get("level", 5))),
-    "zstd": lambda cfg: _nc("Zstd", level=int(cfg.get("level", 0)), checksum=bool(cfg.get("checksum", False))),
-    "blosc": lambda cfg: _nc("Blosc", cname=str(cfg.get("cname", "zstd")), clevel=int(cfg.get("clevel", 5)),
-                             shuffle=SHUFFLES.get(cfg.get("shuffle"), 1)
-                             if isinstance(cfg.get("shuffle"), str) else int(cfg.get("shuffle", 1)),
-                             blocksize=int(cfg.get("blocksize", 0))),
-}
-
-
-def codec(c: dict) -> Any:
-    """The numcodecs codec a ``numcodecs.<id>`` Zarr v3 codec names; UnsupportedType if none."""
+def codec(c: dict, itemsize: int) -> Any:
+    """The numcodecs codec a ``numcodecs.<id>`` Zarr v3 codec names, or a core codec in such a
+    chain (gzip: a gzip member; zstd and blosc as the filter table spells them); UnsupportedType
+    if there is none."""
     name = str(c.get("name", ""))
     cfg = c.get("configuration") or {}
     if name not in CORE and not name.startswith(PREFIX):
@@ -51,8 +38,14 @@ def codec(c: dict) -> Any:
     try:
         import numcodecs
 
-        if name in CORE:  # a Zarr v3 core codec in a chain numcodecs codes
-            return CORE[name](cfg)
+        if name == "gzip":  # a gzip member, where the table's deflate is a zlib stream
+            return numcodecs.GZip(level=int(cfg.get("level", 5)))
+        if name in CORE:
+            chain = bytes_codecs([c], itemsize)
+            if chain.reason:
+                raise ValueError(chain.reason)
+            f = chain.filters[0]
+            return f.spec.numcodec(f, itemsize)
         return numcodecs.get_codec({**cfg, "id": name[len(PREFIX):]})
     except Exception as exc:  # numcodecs raises ValueError/TypeError/KeyError for unknown ids or configs
         raise UnsupportedType(f"codec {name!r} ({cfg!r}): no numcodecs codec here "
@@ -86,7 +79,8 @@ class NumcodecsChain:
         return {"filters": list(self.filters), "codecs": list(self.codecs)}
 
     def coders(self) -> tuple[list[Any], list[Any]]:
-        return [codec(c) for c in self.filters], [codec(c) for c in self.codecs]
+        n = self.dtype.itemsize
+        return [codec(c, n) for c in self.filters], [codec(c, n) for c in self.codecs]
 
     def decode(self, data: bytes) -> bytes:
         """A written chunk -> its elements in C order (CodecError when it does not decode)."""
@@ -148,6 +142,6 @@ class NumcodecsChain:
 def needs_numcodecs(a2a: list[dict], bytes_reason: str, declared: list[dict]) -> bool:
     """A chain only numcodecs codes: an array-to-array codec the store cannot keep the chunks
     under, or a ``numcodecs.*`` bytes codec outside the table (``bytes_reason`` says which)."""
-    return bool(a2a) or (bool(bytes_reason) and all(str(c.get("name", "")).startswith(PREFIX)
-                                                    or c.get("name") in ("gzip", "zstd", "blosc")
-                                                    for c in declared))
+    body = declared[:-1] if declared and declared[-1].get("name") == "crc32c" else declared  # a checksum trailer
+    return bool(a2a) or (bool(bytes_reason) and all(str(c.get("name", "")).startswith(PREFIX) or c.get("name") in CORE
+                                                    for c in body))
