@@ -280,6 +280,11 @@ class DocumentIngester(Protocol):
         path (its dataset), or None when the path names nothing stored."""
         ...
 
+    def companion_paths(self, t: "Target") -> list[str]:
+        """Objects ``rm`` of the document deletes with the one at ``document_path`` (a TIFF
+        image's transparency mask)."""
+        ...
+
     def replaces_domain(self, t: "Target") -> bool:
         """Whether a document written from scratch at ``t`` is a whole domain (HDF5's file)."""
         ...

@@ -362,10 +362,11 @@ class WriteService:
             self.editor.delete_domain(t.domain)
             self.router.domains.refresh(force=True)
             return
-        obj = t.model.resolve(h5path) if t.model is not None else None
-        if obj is not None:
-            self._forget(obj.id)
-        self.editor.delete(t.domain, h5path)
+        for p in [h5path, *ing.companion_paths(t)]:  # and what goes with it (a TIFF image's mask)
+            obj = t.model.resolve(p) if t.model is not None else None
+            if obj is not None:
+                self._forget(obj.id)
+            self.editor.delete(t.domain, p)
 
     def _unlink_metadata(self, t: Target) -> None:
         """Without its metadata an array is no array: the dataset and its chunks go and an

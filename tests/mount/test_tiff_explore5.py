@@ -21,7 +21,8 @@ real mount, exploratory round 5: what it found and what now holds.
   nodata value, those blocks read back as the fill value. They now read as the writer meant (a
   new dataset's fill value is its nodata value);
 - a GDAL file with an internal transparency mask was refused as "2 images of different shapes"
-  (after a line saying its overviews were dropped): the refusal names the mask;
+  (after a line saying its overviews were dropped); round 16 keeps the mask (``<name>_mask``)
+  and serves it back in the image's file;
 - a boolean dataset written back as 8-bit with values other than 0 and 1 (255 from a viewer)
   stored them all as 1 without a word: refused now.
 """
@@ -326,10 +327,11 @@ def test_gdalwarp_into_an_existing_view_file_updates_it_in_place(mount_store, st
 
 @needs_gdal
 @pytest.mark.parametrize("fmt", ["GTiff", "COG"])
-def test_internal_mask_is_refused_naming_the_mask(mount_store, store, tmp_path, fmt):
+def test_internal_mask_is_kept_and_served_back(mount_store, store, tmp_path, fmt):
     """A GDAL file with an internal transparency mask (``-mask``) was refused as "2 images of
-    different shapes or types" (and a COG's overviews were said to be dropped first): the refusal
-    now names the mask and how to write without one; nothing is stored, nothing else is said."""
+    different shapes or types", then (round 5) refused naming the mask: GDAL ignores close's
+    error, so the file vanished. Round 16: the mask is kept as the dataset ``masked_mask``
+    (uint8 0/255) and the view's file carries it again: GDAL reads the same mask back."""
     rgb = np.random.default_rng(4).integers(0, 255, (120, 200, 3)).astype("u1")
     tifffile.imwrite(tmp_path / "rgb.tif", rgb, photometric="rgb")
     src = tmp_path / "masked.tif"
@@ -338,17 +340,20 @@ def test_internal_mask_is_refused_naming_the_mask(mount_store, store, tmp_path, 
                     "--config", "GDAL_TIFF_INTERNAL_MASK", "YES", str(tmp_path / "rgb.tif"), str(src)],
                    check=True, timeout=60)
     with tifffile.TiffFile(src) as t:
-        assert any(int(p.subfiletype) & 4 for p in t.pages)
-    before = snapshot(store)
+        want = next(p for p in t.pages if int(p.subfiletype) == 4).asarray().astype("u1") * 255
     m = mount_store(str(store))
     view = m.path / "tiff" / "exp" / "masked.tif"
-    with pytest.raises(OSError) as exc:
-        shutil.copyfile(src, view)
-    assert exc.value.errno == errno.EOPNOTSUPP
-    assert not view.exists()
-    assert snapshot(store) == before
-    lines = [ln for ln in m.log_text().splitlines() if "tiff/exp/masked.tif" in ln]
-    assert len(lines) == 1 and "transparency mask" in lines[0], lines
+    shutil.copyfile(src, view)
+    np.testing.assert_array_equal(tifffile.imread(view), rgb)
+    np.testing.assert_array_equal(zarr_array(m, "masked_mask")[...], want)
+    with tifffile.TiffFile(view) as t:
+        masks = [p for p in t.pages if int(p.subfiletype) == 4]
+        assert len(masks) == 1 and int(masks[0].photometric) == 4
+        np.testing.assert_array_equal(masks[0].asarray(), want)
+    info = subprocess.run(["gdalinfo", str(view)], capture_output=True, text=True, timeout=60).stdout
+    assert info.count("Mask Flags: PER_DATASET") == 3, info
+    assert not refusals(m, "masked.tif")
+    deep_check(store)
 
 
 # -- 6. boolean datasets take 0 and 1 only --------------------------------------------------------------

@@ -88,6 +88,9 @@ class Hdf5Ingester:
     def document_path(self, t: Any) -> str | None:
         return "/" if t.rest == [] else None  # the file is the domain
 
+    def companion_paths(self, t: Any) -> list[str]:
+        return []  # the domain is all there is
+
     def replaces_domain(self, t: Any) -> bool:
         """A file written from scratch here is a whole domain."""
         return t.rest == []

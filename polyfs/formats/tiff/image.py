@@ -190,24 +190,43 @@ def _nodata(ds: Dataset, sample: np.dtype) -> tuple[tuple[str, Any], ...]:
     return (("GDAL_NODATA", text),) if text is not None else ()
 
 
-def compose(image: TiffImage, tiles: TileData) -> VFile:
-    """A standalone TIFF: header, IFD chain, fill tile (if used), tile data."""
-    use_fill = bool(np.any(tiles.rel < 0))
-    fill = tiles.fill_tile if use_fill else b""
+def compose(image: TiffImage, tiles: TileData, mask: tuple[TiffImage, TileData] | None = None) -> VFile:
+    """A standalone TIFF: header, IFD chain, fill tile (if used), tile data; ``mask``: a
+    transparency mask's IFD (mask.py) after the image's, its fill tile and tiles after theirs."""
+    extra = [mask] if mask is not None else []
+    fills = [t.fill_tile if bool(np.any(t.rel < 0)) else b"" for t in [tiles] + [m[1] for m in extra]]
     for big in (False, True):
         base = header_size(big)
         base += -base % flavor(image.endian, big).align
-        meta_len = tiff_metadata_size(image, big)
+        zero = [(np.zeros((im.npages, im.tiles_per_page), np.int64),) * 2 for im in [image] + [m[0] for m in extra]]
+        meta_len = _chain([image] + [m[0] for m in extra], zero, base, big, size_only=True)
         fill_at = base + meta_len
-        data_start = fill_at + len(fill)
-        if not big and needs_bigtiff(data_start + tiles.length):
+        data_start = fill_at + sum(len(f) for f in fills)
+        total = data_start + tiles.length + sum(m[1].length for m in extra)
+        if not big and needs_bigtiff(total):
             continue
-        offsets, counts = tiles.absolute(data_start, fill_at)
-        meta = tiff_metadata(image, base, offsets, counts, big)
+        where, fat, placed = data_start, fill_at, []
+        for t, f in zip([tiles] + [m[1] for m in extra], fills):
+            placed.append(t.absolute(where, fat))
+            where += t.length
+            fat += len(f)
+        meta = _chain([image] + [m[0] for m in extra], placed, base, big)
         assert len(meta) == meta_len
         head = tiff_header(image, big, base).ljust(base, b"\0")
-        return VFile([Literal(head), Literal(meta), Literal(fill), *tiles.segments])
+        segs = [s for t in [tiles] + [m[1] for m in extra] for s in t.segments]
+        return VFile([Literal(head), Literal(meta), *(Literal(f) for f in fills), *segs])
     raise AssertionError("unreachable")
+
+
+def _chain(images: list[TiffImage], placed: list, base: int, big: bool, size_only: bool = False) -> Any:
+    """The IFD chain of several images, one after the other (an image and its mask)."""
+    pages = []
+    for im, (offsets, counts) in zip(images, placed):
+        im.check()
+        shape = (im.npages, im.tiles_per_page)
+        pages += im.pages(np.asarray(offsets, np.int64).reshape(shape), np.asarray(counts, np.int64).reshape(shape),
+                          big)
+    return ifd_chain(pages, base, images[0].endian, big, size_only=size_only)
 
 
 def written_stem(name: str) -> str | None:

@@ -68,6 +68,8 @@ from .described import DESCRIPTIVE_CODES, DESCRIPTIVE_NAMES, descriptive_attribu
 from .dropped import say_tags_dropped
 from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags, unedited_cf_nodata, unedited_cf_tags
 from .image import written_stem
+from .mask import mask_name, mask_of, named_mask
+from .maskin import new_mask, with_mask
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
 from .source import SeriesLayout, TiffImporter, extra_samples, geometry, image_attributes
@@ -129,6 +131,18 @@ class TiffIngester:
         except NotFound:
             return None
 
+    def companion_paths(self, t: Any) -> list[str]:
+        """Datasets that go with the one ``<group>/<name>.tif`` shows when ``rm`` deletes it: its
+        transparency mask (mask.py), when the image names one that is a dataset."""
+        path = self.document_path(t)
+        name = named_mask(t.model.resolve(path)) if path is not None else None
+        if name is None:
+            return []
+        try:
+            return [t.child_path(name)] if isinstance(t.model.resolve(t.child_path(name)), Dataset) else []
+        except NotFound:
+            return []
+
     def replaces_domain(self, t: Any) -> bool:
         return False  # a TIFF is one dataset, never a domain
 
@@ -156,11 +170,16 @@ class TiffIngester:
                     say_tags_dropped(tif, where)  # (edits in place: _tags_changed)
                 if existing is None:
                     return self._new(t, parent, name, tif, src, where)
+                masked = mask_of(tif, one_series(tif, where), where)
                 if getattr(src, "based", False):
                     changes = self._in_place(t, existing, tif, src, where)
                     if changes is not None:
-                        return changes
-                return self._replace(t, existing, tif, src, where, appended)
+                        return with_mask(self.catalog, t, existing, name, masked, changes, where)
+                changes = self._replace(t, existing, tif, src, where, appended)
+                if any(i == existing.id for i in changes.removed):  # a stack made anew (_new kept its mask)
+                    return changes
+                return with_mask(self.catalog, t, existing, name, masked, changes, where,
+                                 whole=not getattr(src, "based", False))
             finally:
                 tif.close()
 
@@ -185,14 +204,17 @@ class TiffIngester:
         imp = TiffImporter(Path(where), writer, _options(where))  # type: ignore[arg-type]
         imp.size = src.size()
         imp.unlimited = True  # a dataset made through the view grows and shrinks freely (as Zarr's)
+        links = dict(parent.links)
         try:
             job = imp.plan_series(tif, series, None, parent=None)
             imp.write_series(tif, job, Progress(0, "", False))
+            ds: Dataset = job["ds"]
+            masked = mask_of(tif, series, where)
+            if masked is not None:
+                links[mask_name(name)] = new_mask(parent, name, writer, ds, masked, where)
         except BaseException:
             writer.abort()
             raise
-        ds: Dataset = job["ds"]
-        links = dict(parent.links)
         links[name] = Link(name, "hard", id=ds.id, created=stamp())
         return DocumentChanges(objects=[ObjectChange(parent.id, links=links)], created=writer)
 

@@ -47,6 +47,7 @@ from ...codecs.sniff import zstd_has_content_size
 from .described import descriptive_attributes
 from .dropped import IMAGEJ_NOT_KEPT, say_tags_dropped
 from .geo import gdal_nodata, geo_attributes
+from .mask import MASK_ATTR, add_mask, is_mask, mask_name, mask_of, name_attribute
 from .raster import MAX_SAMPLES
 
 log = logging.getLogger(__name__)
@@ -225,10 +226,12 @@ class TiffImporter:
     # -- planning ---------------------------------------------------------------------
     def _import(self, tif) -> None:
         jobs = []
-        series = [s for s in tif.series if s is not None and len(s.pages)]
+        series = [s for s in tif.series if s is not None and len(s.pages) and not is_mask(s)]
         if not series:
             raise self.err("", "the file holds no image")
         say_tags_dropped(tif, str(self.path))
+        with source_errors(lambda cause: self.err("", cause)):
+            masked = mask_of(tif, series[0], str(self.path)) if len(series) == 1 else None
         for i, s in enumerate(series):
             base = "image" if len(series) == 1 else f"image{i}"
             levels = list(getattr(s, "levels", None) or [s])
@@ -241,6 +244,11 @@ class TiffImporter:
                 self.write_series(tif, job, bar)
         finally:
             bar.close()
+        if masked is not None:  # mask.py: kept beside the image, named by its attribute
+            image = jobs[0]["ds"]
+            mds = add_mask(self.writer, image, masked, self.unlimited)
+            self.writer.link_hard(self.writer.root, mask_name("image"), mds)
+            self.writer.set_attr(image, MASK_ATTR, *name_attribute(mask_name("image")))
 
     def _pages(self, series) -> list:
         pages = list(series.pages)

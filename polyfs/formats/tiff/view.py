@@ -43,6 +43,7 @@ from ..polyglot import file as polyglot
 from .coords import coordinate_reader
 from .geo import CFGeo, find_cf_geo
 from .image import EXTENSION, compose, dataset_image, image_like
+from .mask import mask_image, served_mask
 from .raster import raster
 from .tiles import plan_tiles, tiff_code, zero_copy
 
@@ -80,13 +81,20 @@ def serving(model: DomainModel, ctx: ViewContext, path: str) -> str:
 
 
 def build_vfile(ds: Dataset, parent: Group | None, name: str, title: str, ctx: ViewContext,
-                cf: CFGeo | None = None) -> VFile:
-    """Plan the tiles (measuring transcoded ones), describe the image, lay the file out."""
+                cf: CFGeo | None = None, mask: Dataset | None = None) -> VFile:
+    """Plan the tiles (measuring transcoded ones), describe the image, lay the file out;
+    ``mask``: the image's transparency mask dataset (mask.py), served as its last IFD."""
     idx = ctx.catalog.chunk_index(ds)
     pipe = ctx.catalog.pipeline(ds)
     geo, code, tiles = plan_tiles(ds, idx, pipe, ctx.options.tiff_deflate_level, ctx)
     image = dataset_image(ds, parent, name, title, geo.tile, code, cf)
-    return compose(image, tiles)
+    served = None
+    if mask is not None:
+        mpipe = ctx.catalog.pipeline(mask)
+        mgeo, mcode, mtiles = plan_tiles(mask, ctx.catalog.chunk_index(mask), mpipe,
+                                         ctx.options.tiff_deflate_level, ctx)
+        served = (mask_image(image.height, image.width, mgeo.tile, mcode, image.endian), mtiles)
+    return compose(image, tiles, served)
 
 
 def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str, path: str,
@@ -95,10 +103,11 @@ def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str,
     mtime = ctx.catalog.dataset_modified(ds) or ds.created or None
 
     def build() -> VFile:  # zstd/uncompressed zero-copy images: the polyglot file (also HDF5, a Zarr shard)
-        shared = polyglot.shared_file(model, ds, parent, path, ctx)
+        mask = served_mask(model, ds, path)
+        shared = polyglot.shared_file(model, ds, parent, path, ctx) if mask is None else None
         if shared is not None:
             return shared.vfile
-        return build_vfile(ds, parent, name, title, ctx, find_cf_geo(model, path, ds, coordinate_reader(ctx)))
+        return build_vfile(ds, parent, name, title, ctx, find_cf_geo(model, path, ds, coordinate_reader(ctx)), mask)
 
     return FileNode(filename, build, mtime=mtime)
 

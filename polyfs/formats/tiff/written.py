@@ -24,6 +24,7 @@ from ...model.schema import Dataset
 from ...model.writer import ObjectsWriter
 from ...writes.protocol import ByteSource, SourceReader
 from .image import SOFTWARE
+from .mask import is_mask
 from .structs import FIELD_TYPES, flavor, read_header
 
 
@@ -218,17 +219,11 @@ def pages_beyond(tif: Any, where: str = "", several: bool = False) -> int:
 def one_series(tif, where: str, flat: bool = False):
     """The file's one image; ``flat``: several series of one page shape are one stack of all their
     pages even when they are alike (pages appended to a stack in another layout than its own)."""
-    series = [s for s in tif.series if s is not None and len(s.pages)]
+    series = [s for s in tif.series if s is not None and len(s.pages) and not is_mask(s)]  # masks: mask.py
     if not series:
         raise InvalidInput(f"{where}: the file holds no image")
     if len(series) > 1:
         first = series[0]
-        for x in series[1:]:
-            if int(getattr(x.keyframe, "subfiletype", 0)) & 4:  # FILETYPE.MASK
-                raise UnsupportedType(
-                    f"{where}: page {x.keyframe.index} is a transparency mask (NewSubfileType 4: GDAL's internal "
-                    f"mask, -mask or an alpha/nodata mask); a file of this view is one image, its mask cannot be "
-                    f"kept: write the file without it (no -mask, or GDAL_TIFF_INTERNAL_MASK=NO for a .msk file)")
         # series a description defines (OME images, tifffile's shaped series) stay apart unless
         # they are alike; tifffile's generic series (pages grouped by layout) are one stack
         described = any(getattr(tif, f, False) for f in DESCRIBED)

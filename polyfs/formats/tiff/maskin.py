@@ -1,0 +1,126 @@
+"""What a written file's transparency mask changes (mask.py): a new mask dataset beside a new
+image, or the existing mask's chunks, a mask linked beside an existing image, or an image
+written anew without one no longer naming its mask."""
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidInput, NotFound
+from ...importers.common import chunk_region
+from ...model import values
+from ...model.changes import ObjectChange
+from ...model.schema import Attribute, Dataset, Group, Link, Shape, now
+from ...model.writer import stamp
+from ...writes.chunkin import stored_dtype
+from ...writes.protocol import ChunkBytes, DocumentChanges
+from .mask import MASK_ATTR, add_mask, mask_name, name_attribute, named_mask
+from .written import VerifyingWriter
+
+log = logging.getLogger(__name__)
+
+
+def new_mask(parent: Group, name: str, writer: Any, ds: Dataset, masked: np.ndarray, where: str) -> Link:
+    """A new mask dataset beside a new image (mask.py), named by the image's attribute."""
+    mname = mask_name(name)
+    if mname in parent.links:
+        raise InvalidInput(f"{where}: the file's transparency mask would be kept as {mname}, which "
+                           f"exists already; rename or remove it first")
+    mds = add_mask(writer, ds, masked, unlimited=True)
+    writer.set_attr(ds, MASK_ATTR, *name_attribute(mname))
+    return Link(mname, "hard", id=mds.id, created=stamp())
+
+
+def with_mask(catalog: Any, t: Any, ds: Dataset, name: str, masked: np.ndarray | None, out: DocumentChanges,
+                where: str, whole: bool = False) -> DocumentChanges:
+    """``out`` with what the file's transparency mask changes (mask.py): the mask dataset's
+    chunks that differ, a new mask dataset linked beside the image, or, for a file written
+    anew without a mask, the image no longer naming one (the mask's data stays)."""
+    parent: Group = t.obj
+    named = named_mask(ds)
+    if masked is None:
+        if whole and named is not None:
+            _object_change(out, ds.id).remove_attributes.append(MASK_ATTR)
+            log.warning("%s: the file has no transparency mask; %s is no longer served as its mask (its data "
+                        "stays)", where, named)
+        return out
+    mname = named or mask_name(name)
+    try:
+        mds = t.model.resolve(t.child_path(mname)) if mname in parent.links else None
+    except NotFound:
+        mds = None
+    if named is None:
+        _object_change(out, ds.id).set_attributes[MASK_ATTR] = Attribute(MASK_ATTR, *name_attribute(mname), now())
+    if mds is None:
+        if mname in parent.links:
+            raise InvalidInput(f"{where}: the file's transparency mask would be kept as {mname}, which is a "
+                               f"link to no dataset; remove it first")
+        writer = out.created if out.created is not None else VerifyingWriter(catalog, t.model.domain)
+        try:
+            new = add_mask(writer, ds, masked, unlimited=True)
+        except BaseException:
+            writer.abort()
+            raise
+        out.created = writer
+        links = dict(parent.links)
+        links[mname] = Link(mname, "hard", id=new.id, created=stamp())
+        out.objects.append(ObjectChange(parent.id, links=links))
+        return out
+    if not isinstance(mds, Dataset) or stored_dtype(mds) != np.dtype("u1") or len(mds.shape.array_shape) != 2:
+        raise InvalidInput(f"{where}: the file's transparency mask would be kept in {mname}, which is not a "
+                           f"2-D uint8 dataset")
+    dims = tuple(masked.shape)
+    target = mds
+    if tuple(mds.shape.array_shape) != dims:
+        maxdims = mds.shape.maxdims or mds.shape.array_shape
+        if any(m is not None and d > m for d, m in zip(dims, maxdims)):
+            raise InvalidInput(f"{where}: the transparency mask {list(dims)} exceeds the maximum shape of {mname}")
+        _object_change(out, mds.id).resize = dims
+        target = _resized(mds, dims)
+    pipe = catalog.pipeline(mds)
+    idx = catalog.chunk_index(mds)
+    puts: list[tuple[tuple[int, ...], ChunkBytes]] = []
+    for coords in itertools.product(*(range(g) for g in target.grid)):
+        block = values.fill_array(mds.type, mds.fill_value, tuple(mds.chunks))
+        region = chunk_region(target, coords)
+        block[tuple(slice(0, r.stop - r.start) for r in region)] = masked[region]
+        inside = all(c < g for c, g in zip(coords, idx.grid))
+        if inside and idx.size_of(idx.linear_of(coords)) >= 0 and target is mds:
+            stored = catalog.store.get(idx.key_of(coords))
+            raw = pipe.decode(stored, mds.chunk_nbytes) if not pipe.is_identity else stored
+            if raw == block.tobytes():
+                continue
+        puts.append((coords, _encoded(pipe, block)))
+    if puts:
+        out.puts[mds.id] = puts
+    return out
+
+
+def _object_change(out: DocumentChanges, obj_id: str) -> ObjectChange:
+    """The change of ``obj_id`` in ``out`` (one per object), added when there is none."""
+    for c in out.objects:
+        if c.obj_id == obj_id:
+            return c
+    c = ObjectChange(obj_id)
+    out.objects.append(c)
+    return c
+
+
+def _resized(ds: Dataset, dims: tuple[int, ...]) -> Dataset:
+    """A copy of ``ds`` with another extent (its chunk grid; nothing stored)."""
+    import copy
+
+    out = copy.copy(ds)
+    out.shape = Shape("simple", tuple(dims), ds.shape.maxdims)
+    return out
+
+
+def _encoded(pipe: Any, block: np.ndarray) -> ChunkBytes:
+    """A mask chunk's bytes as stored, made when the change is committed."""
+    def make() -> bytes:
+        raw = block.tobytes()
+        return pipe.encode(raw) if not pipe.is_identity else raw
+    return make
