@@ -68,7 +68,7 @@ from .described import DESCRIPTIVE_CODES, DESCRIPTIVE_NAMES, descriptive_attribu
 from .dropped import say_tags_dropped
 from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags, unedited_cf_nodata, unedited_cf_tags
 from .image import written_stem
-from .mask import mask_name, mask_of, named_mask
+from .mask import mask_of, named_mask
 from .maskin import new_mask, with_mask
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
@@ -135,8 +135,9 @@ class TiffIngester:
         """Datasets that go with the one ``<group>/<name>.tif`` shows when ``rm`` deletes it: its
         transparency mask (mask.py), when the image names one that is a dataset."""
         path = self.document_path(t)
-        name = named_mask(t.model.resolve(path)) if path is not None else None
-        if name is None:
+        ds = t.model.resolve(path) if path is not None else None
+        name = named_mask(ds) if isinstance(ds, Dataset) else None
+        if name is None or _mask_shared(t, ds, name):
             return []
         try:
             return [t.child_path(name)] if isinstance(t.model.resolve(t.child_path(name)), Dataset) else []
@@ -211,7 +212,8 @@ class TiffIngester:
             ds: Dataset = job["ds"]
             masked = mask_of(tif, series, where)
             if masked is not None:
-                links[mask_name(name)] = new_mask(parent, name, writer, ds, masked, where)
+                mlink = new_mask(parent, name, writer, ds, masked, where)
+                links[mlink.name] = mlink
         except BaseException:
             writer.abort()
             raise
@@ -686,3 +688,21 @@ def _say_levels_dropped(tif: Any, where: str) -> None:
     if dropped:
         log.warning("%s: %d reduced-resolution level(s) (overviews, pyramid levels) are not kept; the "
                     "full-resolution image is", where, dropped)
+
+
+def _mask_shared(t: Any, image: Dataset, name: str) -> bool:
+    """Whether the mask ``name`` must outlive ``rm`` of this link to ``image``: the image is linked
+    elsewhere too (an h5py hard link: the image stays) or another dataset of the group names the
+    same mask (a copy made through h5py, ``h5copy`` or xarray keeps the attribute)."""
+    links = sum(1 for g in t.model.groups.values() for lk in g.links.values()
+                if lk.kind == "hard" and lk.id == image.id)
+    if links > 1:
+        return True
+    for other in t.obj.links:
+        try:
+            obj = t.model.resolve(t.child_path(other))
+        except NotFound:
+            continue
+        if isinstance(obj, Dataset) and obj.id != image.id and named_mask(obj) == name:
+            return True
+    return False

@@ -37,6 +37,17 @@ def mask_name(image_name: str) -> str:
     return image_name + SUFFIX
 
 
+def free_mask_name(links: Any, image_name: str) -> str:
+    """A name for a new mask beside ``image_name`` that no link of the group has: ``<name>_mask``,
+    else ``<name>_mask1``, ``<name>_mask2``... The image's attribute names it, so the name is
+    only a default: a dataset already there (the user's own, or a mask its image left behind) is
+    neither taken over nor a reason to refuse the file."""
+    base = mask_name(image_name)
+    if base not in links:
+        return base
+    return next(f"{base}{i}" for i in range(1, len(links) + 2) if f"{base}{i}" not in links)
+
+
 def is_mask(series: Any) -> bool:
     """A tifffile series of transparency-mask pages (NewSubfileType bit 2, not a reduced level)."""
     sub = int(getattr(series.keyframe, "subfiletype", 0))

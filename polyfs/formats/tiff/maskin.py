@@ -17,7 +17,7 @@ from ...model.schema import Attribute, Dataset, Group, Link, Shape, now
 from ...model.writer import stamp
 from ...writes.chunkin import stored_dtype
 from ...writes.protocol import ChunkBytes, DocumentChanges
-from .mask import MASK_ATTR, add_mask, mask_name, name_attribute, named_mask
+from .mask import MASK_ATTR, add_mask, free_mask_name, name_attribute, named_mask
 from .written import VerifyingWriter
 
 log = logging.getLogger(__name__)
@@ -25,10 +25,7 @@ log = logging.getLogger(__name__)
 
 def new_mask(parent: Group, name: str, writer: Any, ds: Dataset, masked: np.ndarray, where: str) -> Link:
     """A new mask dataset beside a new image (mask.py), named by the image's attribute."""
-    mname = mask_name(name)
-    if mname in parent.links:
-        raise InvalidInput(f"{where}: the file's transparency mask would be kept as {mname}, which "
-                           f"exists already; rename or remove it first")
+    mname = free_mask_name(parent.links, name)
     mds = add_mask(writer, ds, masked, unlimited=True)
     writer.set_attr(ds, MASK_ATTR, *name_attribute(mname))
     return Link(mname, "hard", id=mds.id, created=stamp())
@@ -47,17 +44,12 @@ def with_mask(catalog: Any, t: Any, ds: Dataset, name: str, masked: np.ndarray |
             log.warning("%s: the file has no transparency mask; %s is no longer served as its mask (its data "
                         "stays)", where, named)
         return out
-    mname = named or mask_name(name)
-    try:
-        mds = t.model.resolve(t.child_path(mname)) if mname in parent.links else None
-    except NotFound:
-        mds = None
-    if named is None:
-        _object_change(out, ds.id).set_attributes[MASK_ATTR] = Attribute(MASK_ATTR, *name_attribute(mname), now())
-    if mds is None:
-        if mname in parent.links:
-            raise InvalidInput(f"{where}: the file's transparency mask would be kept as {mname}, which is a "
-                               f"link to no dataset; remove it first")
+    mds = _usable(t, parent, named)
+    if mds is None:  # none named, or what it names is gone or no mask (replaced through zarr/, hdf5/)
+        mname = named if named is not None and named not in parent.links else free_mask_name(parent.links, name)
+        if mname != named:
+            _object_change(out, ds.id).set_attributes[MASK_ATTR] = Attribute(MASK_ATTR, *name_attribute(mname),
+                                                                              now())
         writer = out.created if out.created is not None else VerifyingWriter(catalog, t.model.domain)
         try:
             new = add_mask(writer, ds, masked, unlimited=True)
@@ -69,9 +61,7 @@ def with_mask(catalog: Any, t: Any, ds: Dataset, name: str, masked: np.ndarray |
         links[mname] = Link(mname, "hard", id=new.id, created=stamp())
         out.objects.append(ObjectChange(parent.id, links=links))
         return out
-    if not isinstance(mds, Dataset) or stored_dtype(mds) != np.dtype("u1") or len(mds.shape.array_shape) != 2:
-        raise InvalidInput(f"{where}: the file's transparency mask would be kept in {mname}, which is not a "
-                           f"2-D uint8 dataset")
+    mname = named
     dims = tuple(masked.shape)
     target = mds
     if tuple(mds.shape.array_shape) != dims:
@@ -97,6 +87,19 @@ def with_mask(catalog: Any, t: Any, ds: Dataset, name: str, masked: np.ndarray |
     if puts:
         out.puts[mds.id] = puts
     return out
+
+
+def _usable(t: Any, parent: Group, named: str | None) -> Dataset | None:
+    """The mask dataset the image names, when it is one (2-D uint8); else None."""
+    if named is None or named not in parent.links:
+        return None
+    try:
+        mds = t.model.resolve(t.child_path(named))
+    except NotFound:
+        return None
+    if not isinstance(mds, Dataset) or stored_dtype(mds) != np.dtype("u1") or len(mds.shape.array_shape) != 2:
+        return None
+    return mds
 
 
 def _object_change(out: DocumentChanges, obj_id: str) -> ObjectChange:
