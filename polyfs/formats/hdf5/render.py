@@ -54,6 +54,7 @@ from __future__ import annotations
 import logging
 import math
 import posixpath
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -91,17 +92,46 @@ COMPACT_LINKS = 1024  # groups up to this size hold link messages (larger: a sym
 SUPERBLOCK_SIZE = SUPERBLOCK_V0.size + SYMBOL_TABLE_ENTRY.size
 
 
-@dataclass
 class HDF5File:
-    """The planned file: its segments and, for tests and tools, where things are."""
+    """The planned file: its segments and, for tests and tools, where things are.
 
-    vfile: VFile
-    plan: FilePlan
-    datasets: dict[str, "DatasetPlan"] = field(default_factory=dict)
+    The segments are rendered on first use of ``vfile``: the size is the plan's (every block's
+    size is fixed before any address), so ``ls -l`` of many domains plans each file but packs
+    none of its headers and B-trees."""
+
+    def __init__(self, plan: FilePlan, datasets: dict[str, "DatasetPlan"] | None = None,
+                 vfile: VFile | None = None, where: str = "") -> None:
+        self.plan = plan
+        self.datasets = datasets if datasets is not None else {}
+        self._vfile = vfile
+        self._where = where
+        self._lock = threading.Lock()
+
+    @property
+    def vfile(self) -> VFile:
+        if self._vfile is None:
+            with self._lock:
+                if self._vfile is None:
+                    try:
+                        vf = VFile(self.plan.render())
+                    except PolyfsError:
+                        raise
+                    except (ValueError, KeyError, OverflowError) as exc:  # as when planned (plan_domain)
+                        raise UnsupportedType(f"hdf5 view of {self._where}: {exc}") from exc
+                    if vf.size != self.size:
+                        raise AssertionError(f"hdf5 view of {self._where}: rendered {vf.size} bytes, "
+                                             f"planned {self.size}")
+                    self._vfile = vf
+        return self._vfile
+
+    @property
+    def rendered(self) -> bool:
+        return self._vfile is not None
 
     @property
     def size(self) -> int:
-        return self.vfile.size
+        """The file's size, from the plan: the user block, then every block placed."""
+        return self.plan.base + self.plan.end
 
     def address(self, key: Any) -> int:
         """Absolute file offset of a block."""
@@ -207,7 +237,7 @@ class DomainRenderer:
     # -- build ----------------------------------------------------------------------------
     def build(self) -> HDF5File:
         p = self.layout()
-        return HDF5File(VFile(p.render()), p, self.datasets)
+        return HDF5File(p, self.datasets, where=self.model.path)
 
     def layout(self) -> FilePlan:
         """Every block planned and placed (rendering is left to the caller)."""

@@ -17,6 +17,7 @@ bytes, so files past 4 GiB need nothing special.
 """
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Sequence
 
@@ -403,13 +404,16 @@ def numpy_dtype(layout: Layout) -> np.dtype:
     return dt
 
 
+@functools.lru_cache(maxsize=64)
 def chunk_key_dtype(rank: int) -> np.dtype:
     """A chunk B-tree key: stored size, filter mask, then ``rank + 1`` element offsets."""
     return np.dtype([("size", "<u4"), ("filter_mask", "<u4"), ("offsets", "<u8", (rank + 1,))])
 
 
+@functools.lru_cache(maxsize=64)
 def chunk_node_dtype(rank: int) -> np.dtype:
-    """A whole chunk B-tree node: header, 2K (key, child) pairs, the last key."""
+    """A whole chunk B-tree node: header, 2K (key, child) pairs, the last key (pure, cached:
+    every dataset's B-tree asks for it when a domain is planned, ``ls -l`` of many domains)."""
     key = chunk_key_dtype(rank)
     pair = np.dtype([("key", key), ("child", "<u8")])
     return np.dtype([("header", numpy_dtype(BTREE_V1)), ("pairs", pair, (2 * CHUNK_K,)), ("last", key)])
