@@ -29,10 +29,12 @@ class Layout:
     fields: tuple[Field, ...]
     endian: str = "<"
     _struct: struct.Struct = field(init=False, repr=False, compare=False)
+    _names: frozenset = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         fmt = self.endian + "".join(f.code for f in self.fields)
         object.__setattr__(self, "_struct", struct.Struct(fmt))
+        object.__setattr__(self, "_names", frozenset(f.name for f in self.fields))
 
     @classmethod
     def of(cls, name: str, spec: Iterable[tuple], endian: str = "<") -> "Layout":
@@ -49,6 +51,8 @@ class Layout:
 
     def pack(self, values: Mapping[str, Any] | None = None, **kw: Any) -> bytes:
         merged = dict(values or {}, **kw)
+        if not self._names.issuperset(merged):
+            raise KeyError(f"{self.name}: unknown fields {sorted(set(merged) - self._names)}")
         out = []
         for f in self.fields:
             if f.name in merged:
@@ -57,9 +61,6 @@ class Layout:
                 out.append(f.default)
             else:
                 raise KeyError(f"{self.name}: no value for field {f.name!r}")
-        unknown = set(merged) - {f.name for f in self.fields}
-        if unknown:
-            raise KeyError(f"{self.name}: unknown fields {sorted(unknown)}")
         return self._struct.pack(*out)
 
     def unpack(self, buf: bytes | memoryview, offset: int = 0) -> dict[str, Any]:
