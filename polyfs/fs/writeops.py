@@ -25,6 +25,7 @@ from ..errors import (CrossDevice, Incomplete, InvalidInput, IsADirectory, NotFo
                       UnsupportedType, one_line)
 from ..model.schema import Dataset, Group
 from ..views.root import domain_leaf_paths
+from ..writes.protocol import Sidecars
 from ..writes.router import Target
 from ..views.base import FileNode, Node
 from .inodes import InodeEntry, InodeTable
@@ -405,6 +406,8 @@ class WriteSide:
                 raise NotPermitted(f"{path}: files can only be made inside a domain's directory{new} "
                                    f"(names are case-sensitive)" if new else
                                    f"{path}: files can only be made inside a domain's directory")
+            if not ingest:
+                await self._refuse_orphan(path)
             pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
                                   self.budget)
             pending.head_check = await self.fs.run(self.service.head_check, path) if ingest else None
@@ -421,6 +424,25 @@ class WriteSide:
         why = await self.fs.run(self.service.refused_name, path)
         if why:
             raise UnsupportedType(f"{path}: {why}")
+
+    async def _refuse_orphan(self, path: str) -> None:
+        """A sidecar (GDAL's ``x.tif.msk``) whose document is not stored (else it is ingestible)
+        is kept as scratch only while that document is being written here: it is stored when the
+        document is (``_adopt_below``). Beside no document it would vanish at unmount: refused
+        (EOPNOTSUPP, one log line)."""
+        side = await self.fs.run(self._sidecar_of, path)
+        if side is not None and not isinstance(self.overlay.files.get(side[0]), PendingFile):
+            raise UnsupportedType(f"{path}: {side[1]}")
+
+    def _sidecar_of(self, path: str) -> tuple[str, str] | None:
+        """For a sidecar file at ``path`` (see ``Sidecars``): its document's path, and why it is
+        refused when that document is neither stored nor being written; else None."""
+        t = self.service.route(path)
+        ing = self.service.ingester(t)
+        if t.domain is None or not t.rest or not isinstance(ing, Sidecars):
+            return None
+        doc = ing.sidecar_of(t.rest[-1])
+        return (f"{path.rsplit('/', 1)[0]}/{doc}", ing.orphan_sidecar(t.rest[-1])) if doc else None
 
     def _lookup_node(self, parent: InodeEntry, name: str):
         try:
@@ -489,7 +511,8 @@ class WriteSide:
             try:
                 await self.fs.run(self._ingest, p)
             except Exception as exc:  # noqa: BLE001 - its writer closed it long ago
-                log.error("%s: written before its array's metadata, not stored: %s", p.path, exc)
+                log.error("%s: written before the file it belongs to (its array's metadata, its image), "
+                          "not stored: %s", p.path, exc)
             self._retire(p)
 
     async def release_handle(self, handle: Any) -> None:

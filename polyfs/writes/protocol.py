@@ -251,6 +251,22 @@ class ScratchNames(Protocol):
 
 
 @runtime_checkable
+class Sidecars(Protocol):
+    """An ingester of documents that tools give a second file beside them (GDAL's external mask
+    ``x.tif.msk``): such a file is stored into its document's dataset when that is stored, kept
+    as scratch until then while the document is being written, and refused when it is made
+    beside no document (else it would vanish at unmount)."""
+
+    def sidecar_of(self, name: str) -> str | None:
+        """The document file name whose sidecar ``name`` is, or None."""
+        ...
+
+    def orphan_sidecar(self, name: str) -> str:
+        """Why a sidecar is refused when its document is neither stored nor being written."""
+        ...
+
+
+@runtime_checkable
 class HeadCheck(Protocol):
     """An ingester that knows files it can never take by their first bytes (another format's
     signature): such a file is refused at the write that puts them at offset 0."""

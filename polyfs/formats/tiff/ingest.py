@@ -69,7 +69,7 @@ from .dropped import say_tags_dropped
 from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags, unedited_cf_nodata, unedited_cf_tags
 from .image import written_stem
 from .mask import mask_of, named_mask
-from .maskin import new_mask, with_mask
+from .maskin import external_mask, new_mask, sidecar_image, sidecar_target, with_mask
 from .raster import sample_dtype
 from .segments import SegmentCache, Segments, segments_of
 from .source import SeriesLayout, TiffImporter, extra_samples, geometry, image_attributes
@@ -116,14 +116,24 @@ class TiffIngester:
 
     # -- what a path is ------------------------------------------------------------------
     def is_document(self, t: Any) -> bool:
-        """``<group>/<name>.tif`` in an existing group of a domain."""
+        """``<group>/<name>.tif`` in an existing group of a domain, or GDAL's external mask
+        ``<name>.tif.msk`` of a stored image ``<name>`` (maskin.py)."""
         if t.domain is None or not isinstance(t.obj, Group) or len(t.rest) != 1:
             return False
-        return written_stem(t.rest[0]) is not None
+        return written_stem(t.rest[0]) is not None or sidecar_target(t) is not None
+
+    def sidecar_of(self, name: str) -> str | None:
+        """The image file whose external mask ``name`` is (``x.tif.msk`` -> ``x.tif``)."""
+        return sidecar_image(name)
+
+    def orphan_sidecar(self, name: str) -> str:
+        """Why an external mask is refused when its image is neither stored nor being written."""
+        return (f"an external mask needs its image {sidecar_image(name)} stored or being written beside it "
+                f"(write the image first, or write masks internal: GDAL_TIFF_INTERNAL_MASK=YES)")
 
     def document_path(self, t: Any) -> str | None:
         """The dataset ``<group>/<name>.tif`` shows (``rm`` deletes it), if there is one."""
-        if not self.is_document(t):
+        if not self.is_document(t) or written_stem(t.rest[0]) is None:
             return None
         path = t.child_path(written_stem(t.rest[0]))
         try:
@@ -153,7 +163,8 @@ class TiffIngester:
     # -- what a file changes -------------------------------------------------------------
     def document_changes(self, t: Any, src: WrittenFile, where: str) -> DocumentChanges:
         name = written_stem(t.rest[0])
-        assert name is not None
+        if name is None:  # GDAL's <image>.tif.msk
+            return external_mask(self.catalog, t, src, where)
         parent: Group = t.obj
         existing = self._existing(t, parent, name, where)
         with reading(where):

@@ -1,6 +1,13 @@
 """What a written file's transparency mask changes (mask.py): a new mask dataset beside a new
 image, or the existing mask's chunks, a mask linked beside an existing image, or an image
-written anew without one no longer naming its mask."""
+written anew without one no longer naming its mask.
+
+GDAL's external mask ``<image>.tif.msk`` (GDAL 3.6's default outside ``GDAL_TIFF_INTERNAL_MASK=YES``)
+changes the image's mask the same way (``external_mask``). GDAL makes it while the image is open
+and closes the image first: a ``.msk`` whose image is stored is ingested at its close; one made
+while its image is still being written is kept as scratch and stored when the image is
+(``fs.writeops._adopt_below``); one beside no image is refused when made (``orphan_sidecar``). The
+view lists no ``.msk``: GDAL reads the image's internal mask IFD, one mask."""
 from __future__ import annotations
 
 import itertools
@@ -9,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidInput, NotFound
+from ...errors import InvalidInput, NotFound, UnsupportedType
 from ...importers.common import chunk_region
 from ...model import values
 from ...model.changes import ObjectChange
@@ -17,8 +24,9 @@ from ...model.schema import Attribute, Dataset, Group, Link, Shape, now
 from ...model.writer import stamp
 from ...writes.chunkin import stored_dtype
 from ...writes.protocol import ChunkBytes, DocumentChanges
-from .mask import MASK_ATTR, add_mask, free_mask_name, name_attribute, named_mask
-from .written import VerifyingWriter
+from .image import written_stem
+from .mask import MASK_ATTR, TRANSPARENT, VALID, add_mask, free_mask_name, name_attribute, named_mask, plane
+from .written import VerifyingWriter, check_chain, open_tiff, reading
 
 log = logging.getLogger(__name__)
 
@@ -127,3 +135,70 @@ def _encoded(pipe: Any, block: np.ndarray) -> ChunkBytes:
         raw = block.tobytes()
         return pipe.encode(raw) if not pipe.is_identity else raw
     return make
+
+
+# -- GDAL's external mask: <image>.tif.msk -------------------------------------------------
+MSK = ".msk"
+
+
+def sidecar_image(name: str) -> str | None:
+    """The image file GDAL's external mask ``name`` (``<image>.msk``, ``.MSK``) belongs to, or None.
+    GDAL 3.6 writes a per-dataset mask there by default (``gdal_translate -mask``, or a copy of a
+    masked file, without ``GDAL_TIFF_INTERNAL_MASK=YES``)."""
+    if name.startswith(".") or name[-len(MSK):].lower() != MSK:
+        return None
+    base = name[: -len(MSK)]
+    return base if written_stem(base) is not None else None
+
+
+def sidecar_target(t: Any) -> tuple[str, Dataset] | None:
+    """The image dataset (name, dataset) the external mask file at ``t`` belongs to, when stored."""
+    if t.domain is None or not isinstance(t.obj, Group) or len(t.rest) != 1:
+        return None
+    image = sidecar_image(t.rest[0])
+    stem = written_stem(image) if image is not None else None
+    if stem is None or stem not in t.obj.links:
+        return None
+    try:
+        ds = t.model.resolve(t.child_path(stem))
+    except NotFound:
+        return None
+    return (stem, ds) if isinstance(ds, Dataset) else None
+
+
+def external_mask(catalog: Any, t: Any, src: Any, where: str) -> DocumentChanges:
+    """What a flushed ``<image>.tif.msk`` changes: the image's mask, as an internal mask page
+    would (``with_mask``). Only its full-resolution first page is read (GDAL keeps the mask's
+    overviews in it too); another size, several bands or bits are refused, nothing stored."""
+    got = sidecar_target(t)
+    if got is None:
+        raise NotFound(f"{where}: no image {sidecar_image(t.rest[0])} beside this external mask")
+    stem, ds = got
+    with reading(where):
+        check_chain(src, where)
+        tif = open_tiff(src, generic=True)
+        try:
+            masked = _msk_plane(tif, ds, where)
+        finally:
+            tif.close()
+    return with_mask(catalog, t, ds, stem, masked, DocumentChanges(), where)
+
+
+def _msk_plane(tif: Any, image: Dataset, where: str) -> np.ndarray:
+    """The .msk's mask as uint8 0/255 of the image's plane (non-zero is valid, as GDAL reads it)."""
+    full = [p.aspage() for p in tif.pages if p is not None and not int(getattr(p, "subfiletype", 0)) & 1]
+    if not full:
+        raise InvalidInput(f"{where}: an external mask file without a full-resolution page")
+    pg = full[0]
+    h, w = plane(image)
+    if len(full) > 1 or int(pg.samplesperpixel) != 1:
+        raise UnsupportedType(f"{where}: an external mask of {int(pg.samplesperpixel)} bands in {len(full)} "
+                              f"pages (per-band masks); only a per-dataset mask (one band) is kept")
+    if (int(pg.imagelength), int(pg.imagewidth)) != (h, w):
+        raise InvalidInput(f"{where}: the external mask is {int(pg.imagewidth)}x{int(pg.imagelength)} pixels, "
+                           f"not the image's {w}x{h}")
+    if int(pg.bitspersample) not in (1, 8):
+        raise InvalidInput(f"{where}: the external mask has samples of {int(pg.bitspersample)} bits; a mask "
+                           f"is one sample of 1 or 8 bits")
+    arr = np.asarray(pg.asarray()).reshape(h, w)
+    return np.where(arr != 0, VALID, TRANSPARENT).astype(np.uint8)
