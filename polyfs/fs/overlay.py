@@ -265,6 +265,7 @@ class PendingFile(FileNode):
         self._failed: str | None = None  # why a write of it was lost (scratch I/O): never stored
         self._told = False  # a use after the loss was refused (and logged) once already
         self.unlinked = False  # its name was removed while open: never stored again
+        self.created = False  # made by create() (writeops.flush_handle: closed before written)
         self.incomplete: str | None = None  # its last flush found it still being written: why
 
     # -- the node ----------------------------------------------------------------------------------

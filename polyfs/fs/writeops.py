@@ -413,6 +413,7 @@ class WriteSide:
             pending.head_check = await self.fs.run(self.service.head_check, path) if ingest else None
             pending.writer = self.process_of(ctx.pid)
             pending.dirty = True
+            pending.created = True
             self.overlay.add_file(pending)
             entry = self.inodes.remember(path, pending)
         info = await self.open_write(entry, flags | os.O_TRUNC if existing is None else flags, ctx)
@@ -492,6 +493,11 @@ class WriteSide:
             if emptied and not isinstance(exc, Incomplete) and \
                     await self.fs.run(self.service.is_metadata_file, handle.pending.path):
                 handle.pending.incomplete = one_line(exc)  # said at release if nothing follows
+                raise Incomplete(str(exc)) from None
+            if emptied and not isinstance(exc, Incomplete) and handle.pending.created \
+                    and handle.pending.size() == 0:
+                # made here and never written (ImageMagick creates its output and closes it before
+                # writing it; `touch`): refused quietly, and nothing is said at release either
                 raise Incomplete(str(exc)) from None
             raise
         await self._adopt_below(handle.pending.path)

@@ -129,3 +129,19 @@ def ome_not_kept(tif) -> list[str]:
         for c in channels if isinstance(channels, list) else [channels]:
             note("Channel", c)
     return list(dict.fromkeys(out))
+
+
+def is_reduced(series: Any) -> bool:
+    """A tifffile series of reduced-resolution pages (NewSubfileType bit 0): a pyramid level
+    tifffile made a series of its own. libvips copies a stack's ImageDescription (tifffile's
+    shaped JSON) onto every page and SubIFD level of a pyramid it writes (``vips tiffsave
+    stack.tif[n=-1] out.tif --pyramid --subifd``), and tifffile's shaped parser then makes a
+    series of each level instead of listing it among the stack's levels."""
+    key = getattr(series, "keyframe", None)
+    return bool(int(getattr(key, "subfiletype", 0) or 0) & 1)
+
+
+def full_resolution(series: list) -> list:
+    """``series`` without the reduced-resolution ones (:func:`is_reduced`; levels are not kept),
+    unless every one is: such a file's image is what it holds."""
+    return [s for s in series if not is_reduced(s)] or series

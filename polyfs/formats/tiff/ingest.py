@@ -65,7 +65,7 @@ from ...writes.protocol import (
     WrittenFile,
 )
 from .described import DESCRIPTIVE_CODES, DESCRIPTIVE_NAMES, descriptive_attributes, descriptive_tags
-from .dropped import say_tags_dropped
+from .dropped import full_resolution, say_tags_dropped
 from .geo import GEO_TAG_NAMES, GEO_TAGS, geo_attributes, geo_tags, unedited_cf_nodata, unedited_cf_tags
 from .image import written_stem
 from .mask import mask_of, named_mask
@@ -688,7 +688,8 @@ def _say_levels_dropped(tif: Any, where: str) -> None:
     appended after the pages its description lists, OME/tifffile pyramids): the view's file
     is one dataset, its full-resolution image."""
     series = [s for s in tif.series if s is not None and len(s.pages)]
-    levels = max((len(getattr(s, "levels", None) or [s]) for s in series), default=1) - 1
+    full = full_resolution(series)  # the others are levels too (dropped.is_reduced)
+    levels = max((len(getattr(s, "levels", None) or [s]) for s in full), default=1) - 1 + len(series) - len(full)
     appended = 0
     for i in range(sum(len(s.pages) for s in series), len(tif.pages)):
         p = tif.pages[i]

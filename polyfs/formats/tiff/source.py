@@ -45,7 +45,7 @@ from ...model.values import element_to_json
 from ...model.jsonattrs import json_attribute
 from ...codecs.sniff import zstd_has_content_size
 from .described import descriptive_attributes
-from .dropped import IMAGEJ_NOT_KEPT, say_tags_dropped
+from .dropped import IMAGEJ_NOT_KEPT, full_resolution, say_tags_dropped
 from .geo import gdal_nodata, geo_attributes
 from .mask import MASK_ATTR, add_mask, is_mask, mask_name, mask_of, name_attribute
 from .raster import MAX_SAMPLES
@@ -229,6 +229,7 @@ class TiffImporter:
         series = [s for s in tif.series if s is not None and len(s.pages) and not is_mask(s)]
         if not series:
             raise self.err("", "the file holds no image")
+        series = full_resolution(series)  # levels tifffile made series of (a description libvips copied)
         say_tags_dropped(tif, str(self.path))
         with source_errors(lambda cause: self.err("", cause)):
             masked = mask_of(tif, series[0], str(self.path)) if len(series) == 1 else None

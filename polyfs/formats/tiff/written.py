@@ -23,6 +23,7 @@ from ...errors import CodecError, Incomplete, InvalidInput, PolyfsError, Unsuppo
 from ...model.schema import Dataset
 from ...model.writer import ObjectsWriter
 from ...writes.protocol import ByteSource, SourceReader
+from .dropped import full_resolution
 from .image import SOFTWARE
 from .mask import is_mask
 from .structs import FIELD_TYPES, flavor, read_header
@@ -222,6 +223,7 @@ def one_series(tif, where: str, flat: bool = False):
     series = [s for s in tif.series if s is not None and len(s.pages) and not is_mask(s)]  # masks: mask.py
     if not series:
         raise InvalidInput(f"{where}: the file holds no image")
+    series = full_resolution(series)  # levels tifffile made series of (a description libvips copied)
     if len(series) > 1:
         first = series[0]
         # series a description defines (OME images, tifffile's shaped series) stay apart unless
