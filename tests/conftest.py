@@ -157,3 +157,14 @@ def s3_server(tmp_path_factory):
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture
+def rasterio():
+    """rasterio (the test skips without it), its NotGeoreferencedWarning silenced."""
+    import warnings
+
+    rio = pytest.importorskip("rasterio")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NotGeoreferencedWarning
+        yield rio

@@ -15,7 +15,6 @@ import errno
 import shutil
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -36,14 +35,6 @@ MASK[10:60, 20:90] = 255
 @pytest.fixture
 def store(tmp_path):
     return seeded_store(tmp_path)
-
-
-@pytest.fixture
-def rasterio():
-    rio = pytest.importorskip("rasterio")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # NotGeoreferencedWarning
-        yield rio
 
 
 def write_with_mask(rio, path) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import shutil
 import subprocess
-import warnings
 
 import numpy as np
 import pytest
@@ -28,14 +27,6 @@ DATA = np.random.default_rng(1616).integers(1, 200, (1, 100, 150)).astype("u1")
 DATA[:, :, :40] = 0  # band 1 as a mask (-mask 1): these columns are transparent
 MASK = np.zeros((100, 150), "u1")
 MASK[10:60, 20:90] = 255
-
-
-@pytest.fixture
-def rasterio():
-    rio = pytest.importorskip("rasterio")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # NotGeoreferencedWarning
-        yield rio
 
 
 @pytest.fixture

@@ -25,16 +25,6 @@ def store(tmp_path):
     return seeded_store(tmp_path)
 
 
-@pytest.fixture
-def rasterio():
-    import warnings
-
-    rio = pytest.importorskip("rasterio")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # NotGeoreferencedWarning
-        yield rio
-
-
 @needs_gdal
 def test_masked_file_written_again_after_h5py_deleted_its_image(mount_store, store, tmp_path, rasterio):
     src = tmp_path / "src.tif"
