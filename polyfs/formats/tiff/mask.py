@@ -25,6 +25,7 @@ from ...model.schema import Dataset, Shape
 from .image import TiffImage
 
 MASK_ATTR = "tiff_mask"  # on the image: the name of its mask dataset in the same group
+UNSERVED_ATTR = "tiff_mask_unserved"  # on the image: the mask it named before a rewrite without one
 SUFFIX = "_mask"
 VALID, TRANSPARENT = 255, 0
 MASK_LEVEL = 6  # deflate level of stored mask chunks (0/255 planes compress to almost nothing)
@@ -110,9 +111,9 @@ def name_attribute(name: str) -> tuple[T.DType, Shape, Any]:
     return T.StringType(None, "utf8", "nullterm"), Shape("scalar"), name
 
 
-def named_mask(image: Dataset) -> str | None:
-    """The name the image's :data:`MASK_ATTR` gives, if any."""
-    a = image.attributes.get(MASK_ATTR)
+def named_mask(image: Dataset, attr: str = MASK_ATTR) -> str | None:
+    """The name the image's :data:`MASK_ATTR` (or ``attr``) gives, if any."""
+    a = image.attributes.get(attr)
     if a is None:
         return None
     v = a.value[0] if isinstance(a.value, list) and a.value else a.value

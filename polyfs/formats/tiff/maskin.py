@@ -25,7 +25,8 @@ from ...model.writer import stamp
 from ...writes.chunkin import stored_dtype
 from ...writes.protocol import ChunkBytes, DocumentChanges
 from .image import written_stem
-from .mask import MASK_ATTR, TRANSPARENT, VALID, add_mask, free_mask_name, name_attribute, named_mask, plane
+from .mask import (MASK_ATTR, TRANSPARENT, UNSERVED_ATTR, VALID, add_mask, free_mask_name, name_attribute, named_mask,
+                   plane)
 from .written import VerifyingWriter, check_chain, open_tiff, reading
 
 log = logging.getLogger(__name__)
@@ -48,10 +49,14 @@ def with_mask(catalog: Any, t: Any, ds: Dataset, name: str, masked: np.ndarray |
     named = named_mask(ds)
     if masked is None:
         if whole and named is not None:
-            _object_change(out, ds.id).remove_attributes.append(MASK_ATTR)
+            change = _object_change(out, ds.id)
+            change.remove_attributes.append(MASK_ATTR)
+            change.set_attributes[UNSERVED_ATTR] = Attribute(UNSERVED_ATTR, *name_attribute(named), now())
             log.warning("%s: the file has no transparency mask; %s is no longer served as its mask (its data "
                         "stays)", where, named)
         return out
+    if named is None:
+        named = _former(t, parent, ds, out)
     mds = _usable(t, parent, named)
     if mds is None:  # none named, or what it names is gone or no mask (replaced through zarr/, hdf5/)
         mname = named if named is not None and named not in parent.links else free_mask_name(parent.links, name)
@@ -95,6 +100,19 @@ def with_mask(catalog: Any, t: Any, ds: Dataset, name: str, masked: np.ndarray |
     if puts:
         out.puts[mds.id] = puts
     return out
+
+
+def _former(t: Any, parent: Group, ds: Dataset, out: DocumentChanges) -> str | None:
+    """The mask the image stopped naming when its file was written anew without one, named
+    again (its chunks are then updated, no ``<name>_mask1`` made): ``cp x.tif x.tif.msk`` or
+    rsync again stores the image, unmasked, before its ``.msk``; else None."""
+    former = named_mask(ds, UNSERVED_ATTR)
+    if former is None or _usable(t, parent, former) is None:
+        return None
+    change = _object_change(out, ds.id)
+    change.set_attributes[MASK_ATTR] = Attribute(MASK_ATTR, *name_attribute(former), now())
+    change.remove_attributes.append(UNSERVED_ATTR)
+    return former
 
 
 def _usable(t: Any, parent: Group, named: str | None) -> Dataset | None:
