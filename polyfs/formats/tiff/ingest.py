@@ -131,6 +131,15 @@ class TiffIngester:
         return (f"an external mask needs its image {sidecar_image(name)} stored or being written beside it "
                 f"(write the image first, or write masks internal: GDAL_TIFF_INTERNAL_MASK=YES)")
 
+    def refuse_name(self, rest: list[str]) -> str | None:
+        """A GDAL virtual raster (``gdalbuildvrt``): a user's product that no dataset can hold, so
+        refused when made rather than kept in memory and lost at unmount. GDAL's other sidecars
+        (``.aux.xml`` statistics, ``.ovr`` overviews) stay scratch: GDAL rebuilds them."""
+        if rest[-1].lower().endswith(".vrt"):
+            return (f"{rest[-1]}: a GDAL virtual raster is not stored here (it would vanish at unmount); "
+                    f"write it outside the mount, pointing at the view's files")
+        return None
+
     def document_path(self, t: Any) -> str | None:
         """The dataset ``<group>/<name>.tif`` shows (``rm`` deletes it), if there is one."""
         if not self.is_document(t) or written_stem(t.rest[0]) is None:
