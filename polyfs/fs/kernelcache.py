@@ -16,17 +16,26 @@ The kernel only keeps what was handed out, so :class:`KernelHeld` notes which do
 holds unexpired names or attributes of: the watcher keeps re-reading those (the kernel
 stops asking the daemon about them, so the daemon's own notion of "in use" would lapse).
 Notifications are sent from one thread of their own: one sent from inside a request
-handler can deadlock against the request the kernel is waiting for.
+handler can deadlock against the request the kernel is waiting for. A request that changed
+the tree waits (briefly) until the names it invalidated are sent, so the change is seen in
+every view when the syscall returns; names inside the directories the kernel has locked for
+a waiting request are held back until it is done (the kernel would block on that lock).
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 import pyfuse3
 
 from .inodes import InodeEntry, InodeTable
+
+# inode invalidations sent between two looks for names (a change of a domain the kernel knows
+# thousands of files of pushes them all; a name pushed meanwhile goes first)
+_INODES_PER_TURN = 256
 
 
 class KernelHeld:
@@ -66,10 +75,14 @@ class KernelNotifier:
         self._cond = threading.Condition()
         self.sent = 0  # notifications sent (tests, diagnostics)
         self._busy = False  # a batch is being sent
+        self._named = 0  # pushes that queued names, numbered
+        self._named_sent = 0  # the last of those whose names were sent (or held back)
+        self._locked: Counter[int] = Counter()  # directories requests waiting here hold locked
+        self._held_back: set[tuple[int, bytes]] = set()  # names in those: sent once they are free
         self._t = threading.Thread(target=self._run, name="polyfs-kernel-notify", daemon=True)
         self._t.start()
 
-    def push_entries(self, entries: Iterable[InodeEntry], every_inode: bool = False) -> None:
+    def push_entries(self, entries: Iterable[InodeEntry], every_inode: bool = False) -> int:
         """Drop what the kernel may hold of ``entries``: names and attributes handed out with
         a timeout not yet over, pages of files opened (``every_inode``: every inode's
         attributes and pages, whatever was handed out)."""
@@ -86,11 +99,51 @@ class KernelNotifier:
                 if parent is not None:
                     names.add((parent.ino, e.path.rpartition("/")[2].encode("utf-8", "surrogateescape")))
         if not inos and not names:
-            return
+            return 0
         with self._cond:
             self._inos |= inos
             self._names |= names
-            self._cond.notify()
+            if names:
+                self._named += 1
+            self._cond.notify_all()
+            return self._named
+
+    def named(self) -> int:
+        """The number of the last push that queued names (what :meth:`wait_named` takes)."""
+        return self._named
+
+    def wait_named(self, upto: int, timeout: float) -> bool:
+        """Wait until the names of pushes up to ``upto`` were sent, at most ``timeout`` s (the
+        kernel drops those names by itself soon after: a lock nobody foresaw costs this wait,
+        never a hang). False when the time ran out."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._named_sent < upto:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    @contextmanager
+    def locked(self, dirs: Iterable[int]) -> Iterator[None]:
+        """While a request the kernel holds ``dirs`` locked for runs (and waits on
+        :meth:`wait_named`), names inside them are held back: invalidating one takes that
+        lock, so it would wait for the request, and the request for it."""
+        dirs = [d for d in dirs if d]
+        with self._cond:
+            self._locked.update(dirs)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._locked.subtract(dirs)
+                self._locked += Counter()  # drops the zero counts
+                free = {n for n in self._held_back if n[0] not in self._locked}
+                if free:
+                    self._held_back -= free
+                    self._names |= free
+                    self._cond.notify_all()
 
     def idle(self, timeout: float = 5.0) -> bool:
         """Wait until everything pushed so far was sent (tests)."""
@@ -107,17 +160,26 @@ class KernelNotifier:
             with self._cond:
                 while not self._inos and not self._names:
                     self._cond.wait()
-                inos, self._inos = self._inos, set()
-                names, self._names = self._names, set()
+                upto = self._named
+                names = {n for n in self._names if n[0] not in self._locked}
+                self._held_back |= self._names - names
+                self._names = set()
+                inos = set()  # a slice: names pushed meanwhile are not kept waiting behind them all
+                while self._inos and len(inos) < _INODES_PER_TURN:
+                    inos.add(self._inos.pop())
                 self._busy = True
             try:
                 for parent, name in names:  # names first: a lookup after this sees the new tree
                     _quietly(pyfuse3.invalidate_entry, parent, name)
+                with self._cond:
+                    self._named_sent = max(self._named_sent, upto)
+                    self._cond.notify_all()
                 for ino in inos:
                     _quietly(pyfuse3.invalidate_inode, ino, False)
                 self.sent += len(names) + len(inos)
             finally:
                 self._busy = False
+
 
 
 def entries_below(inodes: InodeTable, prefixes: Iterable[str]) -> list[InodeEntry]:

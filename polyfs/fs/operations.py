@@ -15,6 +15,8 @@ import os
 import stat
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -47,6 +49,8 @@ _LOOKUP = object()  # _node_attr: find the node's domain from its path
 # walks (``arr.zarr/c/0/1/0``) costs one LOOKUP per directory without it (zarr-python: ~90
 # LOOKUP/GETATTR per shard written); files stay at 0, their sizes change with every write.
 VOLATILE_DIR_TIMEOUT = 1.0
+# How long a change waits for the kernel to be told of the names it removed (kernelcache.py)
+TOLD_TIMEOUT = 0.5
 UNBOUNDED_SPACE = 1 << 50  # statfs of a writable store that cannot tell its size (S3): 1 PiB free
 
 
@@ -590,7 +594,8 @@ class Operations(pyfuse3.Operations):
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
         if self.writes is not None and isinstance(handle, WriteHandle):
-            await self.writes.release_handle(handle)
+            async with self._told():
+                await self.writes.release_handle(handle)
 
     @fuse_errors
     async def flush(self, fh: int) -> None:
@@ -600,12 +605,14 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOSYS)
         handle = self._handles.get(fh)
         if isinstance(handle, WriteHandle):  # a file opened for reading has nothing to store
-            await self.writes.flush_handle(handle, closing=True)
+            async with self._told():
+                await self.writes.flush_handle(handle, closing=True)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
         if self.writes is not None:
-            await self.writes.flush_handle(self._handles.get(fh))
+            async with self._told():
+                await self.writes.flush_handle(self._handles.get(fh))
 
     # -- extended attributes -----------------------------------------------------
     @fuse_errors
@@ -624,6 +631,21 @@ class Operations(pyfuse3.Operations):
             raise ReadOnly("this mount is read-only")
         return self.writes
 
+    @asynccontextmanager
+    async def _told(self, *locked: int) -> AsyncIterator[None]:
+        """The names a change made here invalidated are sent before its request returns: ``rm``
+        in ``tiff/`` then a look in ``zarr/`` found the array's directory for a moment more.
+        ``locked``: inodes the kernel holds locked for this request (names in them go after)."""
+        with self.kernel.locked(locked):
+            yield
+            await self._thread(self.kernel.wait_named, self.kernel.named(), TOLD_TIMEOUT)
+
+    def _ino_of(self, parent_inode: int, name: bytes) -> int:
+        """The inode of ``name`` in ``parent_inode`` if the mount knows it (0 if not)."""
+        parent = self.inodes.peek_ino(parent_inode)
+        entry = None if parent is None else self.inodes.peek(self.inodes.child_path(parent, os.fsdecode(name)))
+        return 0 if entry is None else entry.ino
+
     @fuse_errors
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx):
         return await self._writer().create(parent_inode, name, mode, flags, ctx)
@@ -634,28 +656,35 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def setattr(self, inode: int, attr, fields, fh, ctx) -> pyfuse3.EntryAttributes:
-        return await self._writer().setattr(inode, attr, fields, fh, ctx)
+        async with self._told(inode):
+            return await self._writer().setattr(inode, attr, fields, fh, ctx)
 
     @fuse_errors
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx) -> pyfuse3.EntryAttributes:
-        return await self._writer().mkdir(parent_inode, name, mode, ctx)
+        async with self._told(parent_inode):
+            return await self._writer().mkdir(parent_inode, name, mode, ctx)
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx) -> None:
-        await self._writer().rmdir(parent_inode, name, ctx)
+        async with self._told(parent_inode, self._ino_of(parent_inode, name)):
+            await self._writer().rmdir(parent_inode, name, ctx)
 
     @fuse_errors
     async def unlink(self, parent_inode: int, name: bytes, ctx) -> None:
-        await self._writer().unlink(parent_inode, name, ctx)
+        async with self._told(parent_inode, self._ino_of(parent_inode, name)):
+            await self._writer().unlink(parent_inode, name, ctx)
 
     @fuse_errors
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx) -> None:
-        await self._writer().rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
+        async with self._told(parent_inode_old, parent_inode_new, self._ino_of(parent_inode_old, name_old),
+                              self._ino_of(parent_inode_new, name_new)):
+            await self._writer().rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
 
     @fuse_errors
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx) -> pyfuse3.EntryAttributes:
-        return await self._writer().link(inode, new_parent_inode, new_name, ctx)
+        async with self._told(new_parent_inode, inode):
+            return await self._writer().link(inode, new_parent_inode, new_name, ctx)
 
     async def _refuse(self, *args: Any) -> Any:
         raise pyfuse3.FUSEError(errno.EROFS if self.read_only else errno.EPERM)

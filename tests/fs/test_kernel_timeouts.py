@@ -16,7 +16,7 @@ from polyfs import config as config_mod
 from polyfs.codecs.registry import ZSTD, Filter
 from polyfs.daemon import build_operations
 from polyfs.fs.operations import VOLATILE_DIR_TIMEOUT
-from polyfs.fs.inodes import ROOT_INODE
+from polyfs.fs.inodes import ROOT_INODE, InodeTable
 from polyfs.fs.kernelcache import KernelNotifier
 from polyfs.model import types as T
 from polyfs.model.catalog import Catalog
@@ -25,6 +25,7 @@ from polyfs.model.schema import Shape
 from polyfs.model.writer import DomainWriter
 from polyfs.store import open_store
 from polyfs.vfile import VFile
+from polyfs.views.base import DirNode
 from support import drop_page_cache
 
 
@@ -172,3 +173,55 @@ def test_one_plan_per_read_request(store, monkeypatch):
         assert len(plans) == 2
     else:  # the kernel kept the pages after all (fadvise is advice)
         assert bytes(got) == data[:64]
+
+
+def _named_entries(n: int = 2):
+    """An inode table with directories ``d`` and ``d/s<i>`` whose names the kernel holds."""
+    inodes = InodeTable(DirNode("", {}))
+    d = inodes.remember("d", DirNode("d", {}))
+    subs = [inodes.remember(f"d/s{i}", DirNode(f"s{i}", {})) for i in range(n)]
+    for e in (d, *subs):
+        e.name_until = time.monotonic() + 60
+    return inodes, d, subs
+
+
+def test_a_change_waits_for_its_names_and_names_in_locked_directories_go_after(monkeypatch):
+    """A request waits (wait_named) until the names it pushed were sent, so another view looked
+    at after the syscall returns no longer shows them; a name inside a directory the kernel
+    holds locked for that request is sent after it (sending it first would wait on that lock)."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(pyfuse3, "invalidate_entry", lambda p, name, *a: calls.append(("entry", p, name)))
+    monkeypatch.setattr(pyfuse3, "invalidate_inode", lambda ino, *a: calls.append(("inode", ino)))
+    inodes, d, subs = _named_entries()
+    kernel = KernelNotifier(inodes)
+    with kernel.locked([d.ino]):
+        seq = kernel.push_entries([d, *subs])
+        assert seq == kernel.named() > 0
+        assert kernel.wait_named(seq, 5.0)
+        assert ("entry", ROOT_INODE, b"d") in calls  # not in a locked directory: sent before the return
+        assert not [c for c in calls if c[0] == "entry" and c[1] == d.ino]  # held back
+    assert kernel.idle(5.0)
+    assert {c[2] for c in calls if c[0] == "entry" and c[1] == d.ino} == {b"s0", b"s1"}  # sent after
+    assert kernel.push_entries([d]) == 0 or kernel.wait_named(kernel.named(), 5.0)  # nothing held: 0
+
+
+def test_a_notification_the_kernel_blocks_costs_the_wait_not_a_hang(monkeypatch):
+    """Should the kernel block a notification on a lock nobody foresaw, the request waiting for
+    it gives up after its timeout; the notification goes out once the lock is free."""
+    import threading
+    gate = threading.Event()
+    calls: list[tuple] = []
+
+    def blocked(p, name, *a):
+        gate.wait(10)
+        calls.append(("entry", p, name))
+    monkeypatch.setattr(pyfuse3, "invalidate_entry", blocked)
+    monkeypatch.setattr(pyfuse3, "invalidate_inode", lambda ino, *a: None)
+    inodes, d, subs = _named_entries(1)
+    kernel = KernelNotifier(inodes)
+    seq = kernel.push_entries([subs[0]])
+    t = time.monotonic()
+    assert not kernel.wait_named(seq, 0.2)
+    assert 0.15 < time.monotonic() - t < 3.0
+    gate.set()
+    assert kernel.wait_named(seq, 5.0) and calls == [("entry", d.ino, b"s0")]
