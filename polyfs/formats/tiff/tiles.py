@@ -107,7 +107,8 @@ def _kib_rows(ty: int, row_bytes: int) -> int:
     reading a file it cannot map (``mmap`` is refused in a domain written through the mount)
     rounds its buffer up to 1 KiB and then refuses an uncompressed tile of any other size for
     ``TIFFReadRGBATile`` ("Invalid tile byte count ... Expected 379392, got 379904": tiff2rgba,
-    OpenCV). ``row_bytes`` is a multiple of 16, so 64 rows always do."""
+    OpenCV, on every 1-bit page). ``row_bytes`` is even (a 1-bit row of a multiple of 16
+    pixels packed is 2k bytes), so 512 rows always do, and 64 rows do for whole-byte pixels."""
     while (ty * row_bytes) % 1024:
         ty += 16
     return ty
@@ -287,15 +288,17 @@ class TranscodePlan:
             # libtiff's tiffcp (and any tool on its readSeparateTilesIntoBuffer) refuses separate
             # planes whose tile is wider than the image: "image raster scan line size is too large"
             tx = shape[-1] // 16 * 16
-        if self.level == 0 and (ty, tx) != tuple(self.r.chunks[-2:]):  # a tile that is a chunk stays one
-            ty = _kib_rows(ty, tx * r.pixel.itemsize)
+        self.packed = r.bits < 8  # 1-bit samples: each tile row packed into whole bytes
+        row_bytes = -(-tx // 8) if self.packed else tx * r.pixel.itemsize
+        # a tile that is a chunk stays one; packed 1-bit tiles are never chunks
+        if self.level == 0 and (self.packed or (ty, tx) != tuple(self.r.chunks[-2:])):
+            ty = _kib_rows(ty, row_bytes)
         self.geo = Geometry(shape, self.r.chunks, self.r.grid, (ty, tx))
         lead_chunks = self.r.chunks[:-2]
         self.block = tuple(1 for _ in lead_chunks) if self.pipe.is_identity else tuple(lead_chunks)
         self.dtype = r.pixel  # one pixel (all its samples): a chunk's plane is (cy, cx) of them
         self.compression = COMPRESSION_NONE if self.level == 0 else COMPRESSION_DEFLATE
-        self.packed = r.bits < 8  # 1-bit samples: each tile row packed into whole bytes
-        self.tile_raw = ty * (-(-tx // 8) if self.packed else tx * self.dtype.itemsize)
+        self.tile_raw = ty * row_bytes
         self.fill_value = fill_pixels(self.ds, r, ())
         self.fill_tile = self.encode(self._pack(fill_pixels(self.ds, r, (ty, tx))))
         self.bgrid = tuple(-(-n // b) for n, b in zip(self.geo.lead, self.block))
