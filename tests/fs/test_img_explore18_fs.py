@@ -68,3 +68,20 @@ def test_opencv_reads_every_page_of_a_1bit_stack(fs):
     for got, want in zip(pages, frames):
         np.testing.assert_array_equal(got > 0, want)
     np.testing.assert_array_equal(tifffile.imread(io.BytesIO(served)), np.stack(frames))
+
+
+def test_opencv_four_channel_image_keeps_its_unspecified_extra_sample(fs):
+    """OpenCV writes BGRA with no ExtraSamples tag: libtiff takes the band
+    past the colour as unspecified. It was served as unassociated alpha, and OpenCV reading that
+    file back gave other pixel values than from its own file on disk."""
+    want = RNG.integers(0, 256, (40, 50, 4), dtype=np.uint8)
+    ok, raw = cv2.imencode(".tif", want)
+    assert ok
+    with tifffile.TiffFile(io.BytesIO(raw.tobytes())) as t:
+        assert not t.pages[0].extrasamples  # what OpenCV writes: no tag
+    local = cv2.imdecode(raw, cv2.IMREAD_UNCHANGED)
+    fs.write_file("tiff/exp/bgra.tif", raw.tobytes())
+    served = fs.read_file("tiff/exp/bgra.tif")
+    with tifffile.TiffFile(io.BytesIO(served)) as t:
+        assert [e.name for e in t.pages[0].extrasamples] == ["UNSPECIFIED"]
+    np.testing.assert_array_equal(cv2.imdecode(np.frombuffer(served, "u1"), cv2.IMREAD_UNCHANGED), local)

@@ -506,12 +506,28 @@ def _grey_with_colormap(key: Any) -> bool:
 def extra_samples(key: Any) -> list[str]:
     """The page's ExtraSamples as tifffile's names (``UNSPECIFIED``, ``ASSOCALPHA``,
     ``UNASSALPHA``; an unknown code as its number): whether a band past the photometric's
-    own is an alpha (premultiplied or not) or a plain band (the NIR of an RGBN image)."""
+    own is an alpha (premultiplied or not) or a plain band (the NIR of an RGBN image).
+    Samples past the photometric's own with no ExtraSamples tag are unspecified, as libtiff
+    reads them: OpenCV writes BGRA that way, and an alpha served in their place changed what
+    OpenCV reads back."""
     out = []
     for e in getattr(key, "extrasamples", None) or ():
         name = getattr(e, "name", None)
         out.append(str(name) if name else str(int(e)))
+    if not out:
+        try:
+            own = _COLOUR_SAMPLES.get(key.photometric.name)
+        except AttributeError:
+            own = None
+        spare = int(getattr(key, "samplesperpixel", 0) or 0) - (own or 0)
+        if own is not None and spare > 0:
+            out = ["UNSPECIFIED"] * spare
     return out
+
+
+# samples each PhotometricInterpretation is made of (the rest are ExtraSamples)
+_COLOUR_SAMPLES = {"MINISWHITE": 1, "MINISBLACK": 1, "PALETTE": 1, "RGB": 3, "YCBCR": 3,
+                   "CIELAB": 3, "ICCLAB": 3, "ITULAB": 3, "SEPARATED": 4}
 
 
 def foreign_description(key: Any) -> str | None:
