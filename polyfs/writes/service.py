@@ -255,6 +255,11 @@ class WriteService:
             self.editor.delete_domain(t.domain)
             self.router.domains.refresh(force=True)
             return
+        meta = self.ingester(t).meta_name
+        if meta and (isinstance(t.obj, Dataset) or (isinstance(t.obj, Group) and not is_implicit(t.obj))):
+            # its metadata file is listed in it, so not empty, as on a disk (obstore's cleanup of
+            # empty parents, after zarr-python dropped fill-value chunks, took the array)
+            raise NotEmpty(f"{path}: {meta} is still in it (rm -r unlinks it first)")
         if isinstance(t.obj, Group) and self._shown_links(t, t.obj):
             raise NotEmpty(path)
         if isinstance(t.obj, Dataset) and len(idx := self.catalog.chunk_index(t.obj)):
