@@ -67,6 +67,7 @@ class _FileHandle:
     entry: InodeEntry
     vfile: Any
     live: bool = False  # a file being written: reading plans I/O, never on the FUSE loop
+    pending: Any = None  # that file (PendingFile): read as it is now, also past its size at open
 
 
 class Operations(pyfuse3.Operations):
@@ -557,7 +558,7 @@ class Operations(pyfuse3.Operations):
         vfile = entry.node.vfile() if entry.node.built and not live else await self._thread(entry.node.vfile)
         if self.writes is not None and not live:
             self.writes.note_read_file(ctx.pid, entry.path, vfile)
-        fh = self._new_fh(_FileHandle(entry, vfile, live))
+        fh = self._new_fh(_FileHandle(entry, vfile, live, entry.node if live else None))
         # The kernel keeps its page cache across opens while the file is unchanged;
         # a re-planned file (new VFile) drops it, so nobody sees the old layout. Files of a
         # domain written through this mount bypass it: the page cache is one per inode, and a
@@ -574,6 +575,8 @@ class Operations(pyfuse3.Operations):
         handle = self._handles[fh]
         if isinstance(handle, WriteHandle):
             return await self._thread(handle.pending.read, off, size)  # may read the view file
+        if handle.pending is not None:  # an SWMR reader follows a writer appending past its open size
+            return await self._thread(handle.pending.read, off, size)
         pieces = None
         if not handle.live:
             got = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off

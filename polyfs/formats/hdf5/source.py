@@ -237,16 +237,24 @@ class HDF5Importer:
     # -- pass 2: types and data plans -------------------------------------------------
     def dataset(self, path: str):
         """The dataset at ``path``. External raw storage is found relative to the source
-        file's directory, as HDF5 resolves it for a file opened from there (not the cwd)."""
+        file's directory, as HDF5 resolves it for a file opened from there (not the cwd).
+        A file written through the mount reaches no other files: its writer's cwd is not
+        known here, and the daemon must not read files its writer named (``/etc/...``)."""
         h5py = h5py_with_plugins()
         from h5py import h5d, h5p
 
         d = self.file[path]
-        if d.id.get_create_plist().get_external_count() == 0:
+        count = d.id.get_create_plist().get_external_count()
+        if count == 0:
             return d
+        if self.files_dir is None:
+            names = [os.fsdecode(d.id.get_create_plist().get_external(i)[0]) for i in range(count)]
+            raise self.unsupported(f"dataset {path}", f"its data is in external raw files {names}: a file written "
+                                                      f"here cannot reach other files; write the data inside "
+                                                      f"the file (no external=), or h5repack -l CONTI it first")
         del d  # HDF5 refuses a second open with another prefix while this one is open
         dapl = h5p.create(h5p.DATASET_ACCESS)
-        dapl.set_efile_prefix(os.fsencode(self.path.resolve().parent))
+        dapl.set_efile_prefix(os.fsencode(self.files_dir))
         return h5py.Dataset(h5d.open(self.file.id, path.encode("utf-8"), dapl=dapl))
 
     def type_of(self, tid, where: str) -> T.DType:
@@ -386,12 +394,14 @@ class HDF5Importer:
         stored as fill values without a word."""
         for i in range(dcpl.get_virtual_count()):
             name = dcpl.get_virtual_filename(i)
-            if name == "." or "%" in name:  # this file; printf-style names are not checked
+            if name == ".":  # this file: its data is read and stored
                 continue
             if self.files_dir is None:
                 raise self.unsupported(where, f"a virtual dataset mapping source file {name!r}: a file written "
                                               f"here cannot reach other files (its data would read as fill "
                                               f"values); copy it with its sources resolved (h5repack -l CONTI)")
+            if "%" in name:  # printf-style names (%b: the file's name) are not checked
+                continue
             found = Path(name) if os.path.isabs(name) else self.files_dir / name
             if not found.is_file():
                 raise self.err(where, f"virtual dataset source file {name!r} not found (looked for {found}); "
