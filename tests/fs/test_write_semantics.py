@@ -1247,7 +1247,8 @@ def _einval_cases():
             "name": "rectilinear", "configuration": {"chunk_shapes": [[4, 4], [8]]}})),
         "zarr.json inner chunks do not divide the shard": ("zarr/t.zarr/b/zarr.json", json.dumps(
             zarr_array_meta((8, 8), "<u2", (3, 4), shards=(8, 8))).encode()),
-        "zarr.json no bytes codec": ("zarr/t.zarr/b/zarr.json", meta_new(codecs=[{"name": "zstd"}])),
+        "zarr.json no bytes codec": ("zarr/t.zarr/b/zarr.json", meta_new(codecs=[
+            {"name": "transpose", "configuration": {"order": [1, 0]}}, {"name": "zstd"}])),
         "zarr.json attributes not an object": ("zarr/t.zarr/b/zarr.json", meta_new(attributes=[1])),
         "group zarr.json attributes not an object": ("zarr/t.zarr/zarr.json", json.dumps(
             {"zarr_format": 3, "node_type": "group", "attributes": "x"}).encode()),

@@ -30,13 +30,15 @@ from . import cf
 from .numcodecs_chain import HINT_NUMCODECS, STORED, NumcodecsChain, needs_numcodecs
 from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILTERS, HINT_PER_SHARD,
                    HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, KeyEncoding,
-                   ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself, fill_json, filter_codecs,
-                   gunzip_members, is_real_transpose, non_spec, transpose_order, VLEN_STRING, is_time_type, vlen_bytes_body,
+                   ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself,
+                   fill_json, filter_codecs,
+                   gunzip_members, implied_bytes, is_real_transpose, non_spec, transpose_order, VLEN_STRING, is_time_type, vlen_bytes_body,
                    numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
 
 N5_METADATA = "attributes.json"
 TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the view is stored
 BYTE_SEQUENCE = T.VlenType(T.IntType(1, False))  # variable_length_bytes, as HSDS stores h5py's vlen uint8
+DRAFT_V3_METADATA = (".array.json", ".group.json")  # a draft of Zarr v3: meta/root.group.json, ...
 VLEN_BYTES_TYPES = ("variable_length_bytes", "bytes")  # zarr-python's name, and the v3 spec's
 
 
@@ -70,6 +72,9 @@ def parse(data: bytes, where: str) -> GroupWrite | ArrayWrite:
         raise _err(where, exc) from None
     except RecursionError:
         raise _err(where, "not valid JSON (nested too deeply)") from None
+    if isinstance(meta.get("zarr_format"), str) and "protocol/core/3.0" in meta["zarr_format"]:
+        raise _err(where, f"zarr_format {meta['zarr_format']!r} is a draft of Zarr v3 (GDAL before 3.8 writes it; "
+                          f"only Zarr v3 as released can be written)")
     if meta.get("zarr_format") != 3:
         raise _err(where, f"zarr_format {meta.get('zarr_format')!r} (only Zarr v3 metadata can be written)")
     attrs = meta.get("attributes", {})
@@ -119,6 +124,7 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
         raise UnsupportedType(f"{where}: {', '.join(str(c.get('name')) for c in codecs[:at])} before "
                               f"sharding_indexed (codecs applied to whole shards) cannot be written through "
                               f"the view (put them inside the shard's codecs)")
+    inner_codecs = implied_bytes(inner_codecs, meta.get("data_type"))
     ab = array_to_bytes_at(inner_codecs)
     if ab is None and any(c.get("name") == "sharding_indexed" for c in inner_codecs):
         raise UnsupportedType(f"{where}: nested sharding (sharding_indexed inside a shard) cannot be written "
@@ -315,6 +321,9 @@ class ZarrIngester:
         """Zarr v2 metadata: a v2 array written here would live only in the daemon's memory."""
         if rest[-1] in V2_METADATA:
             return f"Zarr v2 metadata ({rest[-1]}) cannot be written: this view is Zarr v3 (write with zarr_format=3)"
+        if rest[-1].endswith(DRAFT_V3_METADATA):  # GDAL < 3.8's ZARR_V3: meta/root/<name>.array.json
+            return ("metadata of a draft of Zarr v3 (meta/, data/) cannot be written: this view is Zarr v3 as "
+                    "released (zarr.json; GDAL 3.8 and later write it)")
         if rest[-1] == N5_METADATA:  # an N5 writer (tensorstore's n5 driver) pointed here: its data would vanish
             return f"N5 metadata ({N5_METADATA}) cannot be written in the Zarr view (write N5 through n5/)"
         return None

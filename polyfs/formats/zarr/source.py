@@ -46,8 +46,8 @@ from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
 from . import cf
 from .spec import (ARRAY_TO_BYTES, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_SHARDED, META, MISSING, Chain, KeyEncoding,
-                   ShardIndex, bytes_codecs, fill_json, is_real_transpose, is_time_type, numpy_dtype, per_shard,
-                   utf32_dtype)
+                   ShardIndex, bytes_codecs, fill_json, implied_bytes, is_real_transpose, is_time_type, numpy_dtype,
+                   per_shard, utf32_dtype)
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class ZarrImporter:
             if grid.get("name") != "regular":
                 raise ValueError(f"chunk_grid {grid.get('name')!r} (only regular grids are supported)")
             outer = tuple(int(x) for x in grid["configuration"]["chunk_shape"])
-            codecs = list(meta.get("codecs") or [])
+            codecs = implied_bytes(list(meta.get("codecs") or []), meta.get("data_type"))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self.err(mf, f"malformed array metadata: {exc}") from None
         if len(outer) != len(shape):

@@ -528,6 +528,22 @@ def array_to_bytes_at(codecs: list[dict]) -> int | None:
     return None
 
 
+def implied_bytes(codecs: list[dict], data_type: Any) -> list[dict]:
+    """The chain with the little-endian ``bytes`` codec the v3 drafts implied where none is named.
+
+    GDAL up to 3.10 writes Zarr v3 arrays that way (no ``codecs`` at all, or only ``gzip`` /
+    ``blosc``): its chunks are the elements' raw little-endian bytes under those codecs. Only a
+    chain of bytes-to-bytes codecs over a fixed-size type is read so; any other chain lacking an
+    array-to-bytes codec stays refused."""
+    if array_to_bytes_at(codecs) is not None or not isinstance(data_type, str):
+        return codecs
+    if numpy_dtype(data_type, "little") is None or utf32_dtype(data_type, "little") is not None:
+        return codecs
+    if not all(isinstance(c, dict) and c.get("name") in SPEC_BYTES_CODECS for c in codecs):
+        return codecs
+    return [{"name": "bytes", "configuration": {"endian": "little"}}, *codecs]
+
+
 # -- fill values -------------------------------------------------------------------------------
 def _element_bytes(fill: Any, size: int) -> bytes:
     """The bytes of one element spelled as zarr-python spells a bytes-like fill (base64)."""
