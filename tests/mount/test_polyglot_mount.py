@@ -64,8 +64,10 @@ def test_listing_stat_and_one_file_under_every_name(mounted):
     assert sorted(os.listdir(top / "g")) == sorted(n + ext for n in ("i32le_zstd_4d", "again")
                                                   for ext in (".tif", ".h5", ".zarr"))
     for c in corpus.POLYGLOT:
-        names = [at(mounted, c, ".tif"), at(mounted, c, ".h5"), shard(mounted, c),
-                 mounted.path.joinpath("tiff", *corpus.STEM) / (c.path.lstrip("/") + ".tif")]
+        names = [at(mounted, c, ".tif"), at(mounted, c, ".h5"), shard(mounted, c)]
+        if c.filters or c.np_dtype.itemsize * c.chunks[-2] * c.chunks[-1] % 1024 == 0:
+            # tiff/ shares it, unless uncompressed planes are not whole KiB (re-tiled there)
+            names.append(mounted.path.joinpath("tiff", *corpus.STEM) / (c.path.lstrip("/") + ".tif"))
         sizes = {os.stat(p).st_size for p in names}
         blobs = {p.read_bytes() for p in names}
         assert len(blobs) == 1 and sizes == {len(next(iter(blobs)))}, c.path

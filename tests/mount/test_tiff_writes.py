@@ -354,31 +354,37 @@ def test_tile_rewritten_in_place_changes_only_its_chunk(mount_store, imported):
     assert zlib.decompress(after[(1, 1, 0)]) == new.tobytes()  # stored as written
     assert_everywhere(m, store, "gz", want["gz"])
 
-    # uncompressed, zero-copy: bytes written straight into one tile's range
+    # uncompressed 16x16 int16 chunks (512 bytes) are served in whole-KiB 32x16 tiles (libtiff's
+    # RGBA reader needs them): bytes written straight into one chunk's rows of a tile
     before = chunk_bytes(store, "raw")
     with tifffile.TiffFile(view / "raw.tif") as tif:
         page = tif.pages[0]
-        assert page.compression == 1 and page.tile == (16, 16)
-        off, cnt = page.dataoffsets[5], page.databytecounts[5]  # tile row 1, column 1
+        th, tw = page.tile
+        assert page.compression == 1 and (th, tw) == (32, 16)
+        k = (16 // th) * -(-page.imagewidth // tw) + 1  # the tile holding rows 16:32, column 1
+        off, cnt = page.dataoffsets[k] + (16 % th) * tw * 2, page.databytecounts[k]
         order = tif.byteorder
     patch = np.arange(256, dtype=f"{order}i2").reshape(16, 16)
     with open(view / "raw.tif", "r+b") as f:
         f.seek(off)
         f.write(patch.tobytes())
-    assert cnt == patch.nbytes
+    assert cnt == th * tw * 2
     want["raw"][16:32, 16:32] = patch
     after = chunk_bytes(store, "raw")
     assert [c for c in after if after[c] != before[c]] == [(1, 1)]
     assert_everywhere(m, store, "raw", want["raw"])
 
-    # transcoded tiles (chunks two planes deep, served uncompressed by default): the chunk
-    # is read, the plane laid over it
+    # transcoded tiles (chunks two planes deep, served uncompressed by default, whole-KiB
+    # 64x16 tiles): the chunk is read, the plane laid over it; rows the tile rewrites unchanged
+    # leave their chunks alone
     before = chunk_bytes(store, "deep")
     with tifffile.TiffFile(view / "deep.tif", mode="r+b") as tif:
         page = tif.pages[3]
-        assert page.tile == (16, 16) and page.compression == 1
-        tile = np.full((16, 16), 7, "u1")
-        _append_tile(tif, page, 4, tile.tobytes())  # tile row 1, column 1
+        assert page.tile == (64, 16) and page.compression == 1
+        tile = np.zeros((64, 16), "u1")
+        tile[:48] = page.asarray()[:, 16:32]
+        tile[16:32] = 7
+        _append_tile(tif, page, 1, tile.tobytes())  # tile row 0, column 1
     want["deep"][3, 16:32, 16:32] = 7
     after = chunk_bytes(store, "deep")
     assert [c for c in after if after[c] != before[c]] == [(1, 1, 1)]

@@ -117,7 +117,7 @@ def _overlaps(reads: list[tuple[int, int]], span: tuple[int, int]) -> bool:
 
 @pytest.mark.parametrize("name,page,tile,tshape,chunks", [
     ("gz", 1, 2, (32, 32), [(1, 1, 0)]),  # deflate, zero-copy: the tile is the chunk
-    ("deep", 3, 4, (16, 16), [(1, 1, 1)]),  # transcoded: plane 1 of a 2-plane chunk
+    ("deep", 3, 1, (64, 16), [(1, 0, 1), (1, 1, 1), (1, 2, 1)]),  # transcoded, whole-KiB tile: 3 chunks tall
     ("odd", 1, 0, (64, 48), [(1, 0, 0), (1, 0, 1), (1, 1, 0), (1, 1, 1)]),  # one tile over 4 chunks, padded (whole KiB)
     ("sparse", 0, 3, (32, 32), [(1, 1)]),  # a missing chunk (its tile was the shared fill tile) written
 ])

@@ -22,6 +22,7 @@ from polyfs.model.catalog import Catalog
 from polyfs.store import open_store
 from polyfs.formats.polyglot import file as polyfile
 from polyfs.formats.polyglot import view as polyglot
+from polyfs.formats.tiff import tiles as tifftiles
 from polyfs.formats.tiff import view as tiff
 from polyfs.views.base import DirNode, FileNode, Node
 from support import make_ctx, materialize
@@ -88,18 +89,27 @@ def test_links_show_the_same_file(env):
 
 
 def test_every_name_is_one_virtual_file(env):
-    """.tif, .h5, the shard c/0/0 and the TIFF view's .tif serve the very same VFile."""
+    """.tif, .h5, the shard c/0/0 and the TIFF view's .tif serve the very same VFile (the TIFF
+    view's not when its uncompressed chunk planes are not whole KiB: it re-tiles those)."""
     for c in corpus.POLYGLOT:
         rel = c.path.lstrip("/")
         nodes = [node_at(env.pnode, rel + ".tif"), node_at(env.pnode, rel + ".h5"),
                  node_at(env.pnode, shard_rel(c)), node_at(env.tnode, rel + ".tif")]
         assert all(isinstance(n, FileNode) for n in nodes)
+        ds = env.model.resolve(c.path)
+        shared = tifftiles.served_as_stored(ds, env.ctx.catalog.pipeline(ds))
+        if not shared:
+            assert nodes[3].vfile() is not nodes[0].vfile(), c.path
+            nodes = nodes[:3]
         vf = nodes[0].vfile()
         assert all(n.vfile() is vf for n in nodes), c.path
         assert len({n.size() for n in nodes}) == 1
         data = at(env, c, ".tif").read_bytes()
         assert at(env, c, ".h5").read_bytes() == data == (env.out / shard_rel(c)).read_bytes()
-        assert (env.tout / (rel + ".tif")).read_bytes() == data
+        if shared:
+            assert (env.tout / (rel + ".tif")).read_bytes() == data
+        else:
+            np.testing.assert_array_equal(tifffile.imread(env.tout / (rel + ".tif")), tifffile.imread(at(env, c, ".tif")))
 
 
 @pytest.mark.parametrize("case", corpus.POLYGLOT, ids=IDS)

@@ -20,9 +20,9 @@ chunks) up to :data:`MAX_TILE`; else the chunk dim rounded up to 16, where
 tiles straddle chunk edges and a chunk is decoded by up to 4 groups. Samples in
 separate planes never get a tile wider than the image (16 or more wide): the
 width rounded down to 16 instead (libtiff's ``tiffcp`` cannot copy such planes).
-Uncompressed transcoded tiles that are not one chunk's plane are a whole number of
-KiB (taller by up to 48 rows): libtiff's RGBA reader refuses others in a file it
-cannot map (:func:`_kib_rows`).
+Uncompressed tiles are a whole number of KiB (taller by up to 48 rows; a 16x16 uint8
+chunk plane is re-tiled, even when stored uncompressed): libtiff's RGBA reader refuses
+others in a file it cannot map (:func:`_kib_rows`, :func:`served_as_stored`).
 Tiles are stored uncompressed by default (``tiff_deflate_level`` 0,
 Compression=1): their sizes are known from the shape, so a stat costs nothing
 and a first read only decodes; a group that is one chunk's planes is the
@@ -212,6 +212,17 @@ def zero_copy(ds: Dataset, idx: ChunkIndex | None, pipe: Pipeline) -> bool:
     return code == COMPRESSION_NONE or all(c == 1 for c in r.chunks[:-2])
 
 
+def served_as_stored(ds: Dataset, pipe: Pipeline) -> bool:
+    """Does the TIFF view serve the stored chunks (or their planes) as its tiles? Zero-copy
+    chunks, except uncompressed planes that are not a whole number of KiB (a 16x16 uint8 plane
+    is 256 bytes): libtiff's RGBA reader refuses them in a file it cannot map
+    (:func:`_kib_rows`), so those are re-tiled. Compressed chunks are served unchanged. Pure."""
+    if not zero_copy(ds, None, pipe):
+        return False
+    r = _raster(ds)
+    return tiff_code(pipe) != COMPRESSION_NONE or (r.chunks[-2] * r.chunks[-1] * r.pixel_bytes) % 1024 == 0
+
+
 def tile_sources(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """For tiles that are chunks (or planes of chunks): ``(linear, plane)`` per (page, tile).
 
@@ -290,8 +301,7 @@ class TranscodePlan:
             tx = shape[-1] // 16 * 16
         self.packed = r.bits < 8  # 1-bit samples: each tile row packed into whole bytes
         row_bytes = -(-tx // 8) if self.packed else tx * r.pixel.itemsize
-        # a tile that is a chunk stays one; packed 1-bit tiles are never chunks
-        if self.level == 0 and (self.packed or (ty, tx) != tuple(self.r.chunks[-2:])):
+        if self.level == 0:  # even a tile that is a chunk's plane: 16x16 u8 is 256 bytes
             ty = _kib_rows(ty, row_bytes)
         self.geo = Geometry(shape, self.r.chunks, self.r.grid, (ty, tx))
         lead_chunks = self.r.chunks[:-2]
@@ -648,7 +658,7 @@ KEPT = KeptGroups()
 def plan_tiles(ds: Dataset, idx: ChunkIndex, pipe: Pipeline, level: int,
                ctx: Any) -> tuple[Geometry, int, TileData]:
     """(geometry, TIFF compression code, tile data) of one dataset's TIFF."""
-    if zero_copy(ds, idx, pipe):
+    if served_as_stored(ds, pipe):
         geo, data = zero_copy_tiles(ds, idx, pipe)
         return geo, tiff_code(pipe), data  # type: ignore[return-value]
     plan = TranscodePlan(ds, idx, pipe, level)

@@ -45,7 +45,7 @@ from .geo import CFGeo, find_cf_geo
 from .image import EXTENSION, compose, dataset_image, image_like
 from .mask import mask_image, served_mask
 from .raster import raster
-from .tiles import plan_tiles, tiff_code, zero_copy
+from .tiles import plan_tiles, served_as_stored, tiff_code
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +58,21 @@ def describe(ds: Dataset, pipe: Pipeline, level: int = 0) -> str:
         return "-"
     if pipe.undecodable:
         return f"- ({pipe.undecodable})"
-    if zero_copy(ds, None, pipe):
+    if served_as_stored(ds, pipe):
         return "zero-copy"
     why = []
-    chunks = raster(ds).chunks  # type: ignore[union-attr]
+    ras = raster(ds)
+    chunks = ras.chunks  # type: ignore[union-attr]
     if tiff_code(pipe) is None:
         why.append(f"{'+'.join(f.name for f in pipe.filters)} has no TIFF compression code")
     if any(c != 1 for c in chunks[:-2]) and not pipe.is_identity:
         why.append(f"chunks are {math.prod(chunks[:-2])} planes deep")
     if chunks[-1] % 16 or chunks[-2] % 16:
         why.append(f"chunk plane {chunks[-2]}x{chunks[-1]} is not a multiple of 16")
+    elif ras.bits < 8:  # type: ignore[union-attr]
+        why.append("1-bit samples are packed")
+    elif pipe.is_identity and (plane := chunks[-2] * chunks[-1] * ras.pixel_bytes) % 1024:  # type: ignore[union-attr]
+        why.append(f"uncompressed chunk plane of {plane} bytes is not a whole number of KiB")
     target = "uncompressed tiles" if level == 0 else f"deflate level {level}"
     return f"transcoded ({'; '.join(why)}) to {target}"
 
@@ -104,7 +109,9 @@ def _file_node(model: DomainModel, ds: Dataset, parent: Group | None, name: str,
 
     def build() -> VFile:  # zstd/uncompressed zero-copy images: the polyglot file (also HDF5, a Zarr shard)
         mask = served_mask(model, ds, path)
-        shared = polyglot.shared_file(model, ds, parent, path, ctx) if mask is None else None
+        # not when its uncompressed tiles are not whole KiB (served_as_stored): re-tiled here
+        shared = polyglot.shared_file(model, ds, parent, path, ctx) \
+            if mask is None and served_as_stored(ds, ctx.catalog.pipeline(ds)) else None
         if shared is not None:
             return shared.vfile
         return build_vfile(ds, parent, name, title, ctx, find_cf_geo(model, path, ds, coordinate_reader(ctx)), mask)
