@@ -27,6 +27,7 @@ from ...model.tree import DomainModel
 from ...model.writer import DomainWriter
 from ...views.base import ViewContext
 from ...writes.protocol import ByteSource, DocumentChanges, SourceReader, WrittenFile
+from . import drivers
 from .diff import DocumentDiff, default_options
 from .render import Planner
 from .view import OpenedFile
@@ -98,8 +99,11 @@ class Hdf5Ingester:
     def _open(self, src: ByteSource, where: str) -> Any:
         h5py = h5py_with_plugins()
         try:
-            return h5py.File(SourceReader(src), "r")
+            return h5py.File(SourceReader(drivers.single_member(src)), "r")  # a whole family: one file
         except (OSError, ValueError, RuntimeError) as exc:
+            why = drivers.refusal(where, src.size(), src.read)  # a family or split member: say so
+            if why is not None:
+                raise (UnsupportedType if why[1] else InvalidInput)(f"{where}: {why[0]}") from None
             raise InvalidInput(f"{where}: not a readable HDF5 file ({' '.join(str(exc).split())})") from None
 
     def document_changes(self, t: Any, src: WrittenFile, where: str) -> DocumentChanges:

@@ -51,6 +51,8 @@ from ...model import values
 from ...model.schema import Dataset, Datatype, Group, Shape
 from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
+from ...writes.protocol import SourceReader
+from . import drivers
 from .filters import LZF, h5py_with_plugins
 from .repack import copy_repacked, needs_repack, packed_filters
 from .region import selection_json
@@ -145,13 +147,37 @@ class HDF5Importer:
     # -- entry ------------------------------------------------------------------
     def run(self) -> None:
         h5py = h5py_with_plugins()
+        fh = None  # the file read directly, when HDF5 cannot open it by path
         try:
-            f = h5py.File(self.path, "r")
-        except (OSError, ValueError) as exc:
-            raise self.err("", f"not a readable HDF5 file ({exc})") from None
-        with f:
-            self.user_block = self._user_block(f)
-            self.run_file(f)
+            try:
+                f = h5py.File(self.path, "r")
+            except (OSError, ValueError) as exc:
+                try:
+                    fh = open(self.path, "rb")
+                except OSError:
+                    raise self.err("", f"not a readable HDF5 file ({exc})") from None
+                f = self._open_family_member(fh, exc)
+            with f:
+                self.user_block = self._user_block(f)
+                self.run_file(f)
+        finally:
+            if fh is not None:
+                fh.close()
+
+    def _open_family_member(self, fh: Any, exc: BaseException) -> Any:
+        """A whole family in its first member opened as one file (drivers.py), or the error
+        naming the multi-file driver that wrote the file, or HDF5's own."""
+        src = drivers.FileSource(fh)
+        one = drivers.single_member(src)
+        if one is not src:
+            try:
+                return h5py_with_plugins().File(SourceReader(one), "r")
+            except (OSError, ValueError) as again:
+                exc = again
+        why = drivers.refusal(self.path.name, src.size(), src.read)
+        if why is not None:
+            raise (UnsupportedSource if why[1] else SourceError)(self.path, why[0]) from None
+        raise self.err("", f"not a readable HDF5 file ({exc})") from None
 
     def _user_block(self, f) -> UserBlock | None:
         """The source file's user block (a MAT-file's header), read from its path."""
