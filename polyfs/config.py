@@ -48,7 +48,15 @@ _RANGES: dict[str, tuple[float, float | None]] = {
 }
 
 # FUSE options polyfs sets itself or that break pyfuse3 (DESIGN.md section 5)
-_REJECTED_FUSE = {"max_read": "max_read= makes libfuse 3.14 refuse to mount under pyfuse3"}
+_REJECTED_FUSE = {
+    "max_read": "max_read= makes libfuse 3.14 refuse to mount under pyfuse3",
+    # the mount would be fuse.<x>: polyfs umount, mount(8) and fstab find polyfs mounts by fuse.polyfs
+    "subtype": "polyfs mounts as fuse.polyfs (polyfs umount, mount(8) and fstab find it by that type)",
+}
+
+# mount(8)/fstab options that are bookkeeping for mount(8) or systemd, never for FUSE
+_FSTAB_ONLY = frozenset(("defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail", "users",
+                         "comment"))
 
 
 @dataclass
@@ -186,10 +194,30 @@ def _apply_one(cfg: MountConfig, key: str, value: Any, source: str) -> None:
         setattr(cfg, key, _coerce(key, value, typ))
 
 
+def _view_names() -> list[str]:
+    from .formats import formats
+
+    return [f.name for f in formats()]
+
+
+def _typo_of_polyfs_option(name: str) -> str | None:
+    """The polyfs option a FUSE-looking name is a typo of (``write_bufer_mb``): libfuse would
+    only say ``fuse_session_new() failed``, after the fork."""
+    near = difflib.get_close_matches(name, list(_POLYFS_OPTIONS), n=1, cutoff=0.8)
+    return near[0] if near else None
+
+
 def apply_o_options(cfg: MountConfig, text: str) -> None:
     """Split one ``-o`` string into polyfs options and FUSE options."""
+    in_views = False  # after views=: bare view names continue the list (views=zarr,n5 as views=zarr:n5)
     for item in filter(None, (s.strip() for s in text.split(","))):
         name, eq, value = item.partition("=")
+        if not eq and name in _view_names():
+            if not in_views:
+                raise InvalidInput(f"-o {name}: a view name, not an option (show views with views=zarr:n5)")
+            cfg.views = f"{cfg.views},{name}" if cfg.views else name
+            continue
+        in_views = name == "views" and bool(eq)
         if name in _REJECTED_FUSE:
             raise InvalidInput(f"-o {name}: {_REJECTED_FUSE[name]}")
         if name in _POLYFS_OPTIONS:
@@ -205,10 +233,12 @@ def apply_o_options(cfg: MountConfig, text: str) -> None:
         elif name in ("ro", "rw"):
             on = _coerce(name, value if eq else True, bool)
             cfg.read_only = on if name == "ro" else not on
-        elif name in ("defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail", "users"):
+        elif name in _FSTAB_ONLY:
             continue  # fstab/mount(8) bookkeeping, not for FUSE
         elif name.startswith("x-"):
             continue  # systemd/util-linux comment options
+        elif _typo_of_polyfs_option(name):
+            raise InvalidInput(f"-o {name}: unknown option; did you mean {_typo_of_polyfs_option(name)!r}?")
         else:
             cfg.fuse_options.append(item)
 

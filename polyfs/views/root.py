@@ -14,6 +14,7 @@ domains imported while mounted appear.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -309,7 +310,7 @@ class DomainList:
         self.ttl = ttl
         self._paths: list[str] = []
         self._folders: list[str] = []
-        self._at = -1e9
+        self._at = -math.inf  # never listed: due whatever the ttl (domain_ttl may be years)
         self._gen = 0
         self._trees: dict[tuple[str, tuple[str, ...]], tuple[int, ViewTree]] = {}
         self._lock = threading.Lock()
