@@ -28,7 +28,7 @@ from ...codecs.pipeline import Pipeline, gzip_to_zlib
 from ...codecs.registry import DEFLATE, ZSTD, Filter
 from ...errors import CodecError, SourceError
 from ...model import types as T
-from ...model.schema import Shape
+from ...model.schema import UNLIMITED, Shape
 from ...model.writer import DomainWriter
 from .spec import META, MODE_DEFAULT, MODE_NAMES, MODE_VARLENGTH, RESERVED, compression_of, geometry, numpy_dtype, \
     is_dataset_attributes, parse_block_header
@@ -107,7 +107,8 @@ class N5Importer:
         ts_only = comp.filters is None
         member = comp.gzip_member
         filters = list(comp.filters) if comp.filters else stored_pipeline_filters(self.opts, dtype, block)
-        ds = self.writer.add_dataset(group, name, dtype, Shape("simple", dims), block, filters)
+        growable = tuple(UNLIMITED for _ in dims)  # N5 has no maximum shape: writers resize through the view
+        ds = self.writer.add_dataset(group, name, dtype, Shape("simple", dims, growable), block, filters)
         set_json_attrs(ds, attrs, skip=RESERVED + ("n5",))  # "n5": the version of a container that is one dataset
         plan = _Plan(where, ds, dims, block, npdt, filt, member, ts_only)
         plan.nchunks = ds.nchunks if all(dims) else 0

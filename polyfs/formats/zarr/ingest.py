@@ -28,10 +28,10 @@ from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
 from .numcodecs_chain import HINT_NUMCODECS, STORED, NumcodecsChain, needs_numcodecs
-from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILTERS, HINT_PER_SHARD,
-                   HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, KeyEncoding,
+from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILL, HINT_FILTERS,
+                   HINT_PER_SHARD, HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, KeyEncoding,
                    ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself,
-                   fill_json, filter_codecs,
+                   fill_json, filter_codecs, hex_fill,
                    gunzip_members, implied_bytes, is_real_transpose, non_spec, transpose_order, VLEN_STRING, is_time_type, vlen_bytes_body,
                    numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
 
@@ -159,6 +159,8 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     if is_time_type(data_type) or unframe is not None and data_type != VLEN_STRING:
         hints[HINT_DATA_TYPE] = data_type  # stored as int64 (time) or text (utf32), shown back as declared
     hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
+    if hex_fill(meta.get("fill_value")):  # a NaN payload the stored fill (a JSON number) loses
+        hints[HINT_FILL] = meta["fill_value"]
     attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
     if coded is not None:  # chunks decoded with numcodecs when written (numcodecs_chain.py)
         crc = bool(inner_codecs) and inner_codecs[-1].get("name") == "crc32c"

@@ -37,7 +37,7 @@ from ...codecs.pipeline import gzip_to_zlib, strip_crc32c
 from ...codecs.registry import DEFLATE
 from ...errors import CodecError, PolyfsError, SourceError
 from ...model import types as T
-from ...model.schema import Shape
+from ...model.schema import UNLIMITED, Shape
 from ...model.writer import DomainWriter
 from ...importers.common import (dir_below, source_errors, write_plans, ChunkSink, ImportOptions, Progress,
                                  read_json_object, set_json_attrs, stored_pipeline_filters,
@@ -45,11 +45,19 @@ from ...importers.common import (dir_below, source_errors, write_plans, ChunkSin
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
 from . import cf
-from .spec import (ARRAY_TO_BYTES, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_SHARDED, META, MISSING, Chain, KeyEncoding,
-                   ShardIndex, bytes_codecs, fill_json, implied_bytes, is_real_transpose, is_time_type, numpy_dtype,
-                   per_shard, utf32_dtype)
+from .spec import (ARRAY_TO_BYTES, HINT_DATA_TYPE, HINT_FILL, HINT_PER_SHARD, HINT_SHARDED, META, MISSING, Chain,
+                   KeyEncoding, ShardIndex, bytes_codecs, fill_json, hex_fill, implied_bytes, is_real_transpose,
+                   is_time_type, numpy_dtype, per_shard, utf32_dtype)
 
 log = logging.getLogger(__name__)
+
+
+def _growable(shape: tuple[int, ...]) -> tuple[None, ...]:
+    """A Zarr array has no maximum shape: writers resize it through the view (append,
+    ``resize``) as they would on disk, so it is stored as an HDF5 dataset unlimited along
+    every axis, as an array written through the view is."""
+    return tuple(UNLIMITED for _ in shape)
+
 
 @dataclass
 class _ArrayPlan:
@@ -220,7 +228,9 @@ class ZarrImporter:
             if grid.get("name") != "regular":
                 raise ValueError(f"chunk_grid {grid.get('name')!r} (only regular grids are supported)")
             outer = tuple(int(x) for x in grid["configuration"]["chunk_shape"])
-            codecs = implied_bytes(list(meta.get("codecs") or []), meta.get("data_type"))
+            codecs = list(meta.get("codecs") or [])
+            if V2_ENDIAN not in meta:  # a v2 array restated (no codecs: zarr-python reads it), not GDAL's v3
+                codecs = implied_bytes(codecs, meta.get("data_type"))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self.err(mf, f"malformed array metadata: {exc}") from None
         if len(outer) != len(shape):
@@ -269,10 +279,12 @@ class ZarrImporter:
         sharded_source = bool(ab) and codecs[ab[0]].get("name") == "sharding_indexed"
         hints = {**_declared_type_hints(meta.get("data_type"), stored),
                  **_layout_hints(outer, chunks, sharded_source)}
+        if hex_fill(meta.get("fill_value")):  # a NaN payload: served back as the source spelled it
+            hints[HINT_FILL] = meta["fill_value"]
         hints = {"polyfs": hints} if hints else None
         if shape:
-            ds = self.writer.add_dataset(group, name, stored, Shape("simple", shape), chunks, filters, fill,
-                                         creation_properties=hints)
+            ds = self.writer.add_dataset(group, name, stored, Shape("simple", shape, _growable(shape)), chunks,
+                                         filters, fill, creation_properties=hints)
         else:
             ds = self.writer.add_dataset(group, name, stored, Shape("scalar"), None, [], fill,
                                          layout_class="H5D_CONTIGUOUS", creation_properties=hints)

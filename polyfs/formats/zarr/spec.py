@@ -295,6 +295,7 @@ HINT_KEYS = HINT_PREFIX + "chunk_key_encoding"  # the writer's chunk file names 
 HINT_CODECS = HINT_PREFIX + "codecs"  # the writer's bytes-to-bytes codecs, where spelled otherwise than shown
 HINT_FILTERS = HINT_PREFIX + "filters"  # the writer's array-to-array codecs that decode to their input
 HINT_TRANSPOSE = HINT_PREFIX + "transpose"  # the writer's transpose codec: chunks served in its order
+HINT_FILL = HINT_PREFIX + "fill_value"  # a float fill spelled in hex (a NaN's payload: JSON has no number for it)
 # groups: the writer consolidated the metadata below it (zarr.consolidate_metadata, xarray's
 # default); the view then serves it, built from the hierarchy as it is at each read
 HINT_CONSOLIDATED = HINT_PREFIX + "consolidated"
@@ -598,6 +599,27 @@ def fill_json(fill: Any, dtype: T.DType) -> Any:
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"fill_value {fill!r} does not fit {base}: {exc}") from None
     return None
+
+
+def hex_fill(fill: Any) -> bool:
+    """Whether a ``fill_value`` spells a float (or a complex part) as its hex bit pattern, which
+    the stored fill, a JSON number, does not keep (``"0x7fc00001"``: a NaN with a payload)."""
+    parts = fill if isinstance(fill, list) else [fill]
+    return any(isinstance(x, str) and x.startswith("0x") for x in parts)
+
+
+def declared_fill(declared: Any, shown: Any, dtype: T.DType) -> Any:
+    """The writer's hex spelling of the fill value where it is still the stored one (NaN equal
+    to NaN), else the view's: tensorstore compares a re-read ``zarr.json`` at a resize, and a
+    zarr reader fills absent chunks with the payload written."""
+    if declared is None or not hex_fill(declared):
+        return shown
+    try:
+        a, b = fill_json(declared, dtype), fill_json(shown, dtype)
+        same = np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float), equal_nan=True)
+    except (ValueError, TypeError):
+        return shown
+    return declared if same else shown
 
 
 def _float_fill(v: Any, t: T.DType) -> float:

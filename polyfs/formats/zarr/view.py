@@ -506,6 +506,8 @@ class ArrayPlan:
     def metadata(self) -> dict[str, Any]:
         recipe, codecs = self.recipe_codecs
         fill = hdmf.zarr_fill(self.zt, self.ds.type, self.ds.fill_value)
+        if spec.HINT_FILL in self.hints and not self.zt.inner:
+            fill = spec.declared_fill(self.hints[spec.HINT_FILL], fill, self.ds.type)
         if self.use_shards:
             outer = tuple(k * c for k, c in zip(self.factors, self.chunk_shape))
             codecs = [{"name": "sharding_indexed", "configuration": {
