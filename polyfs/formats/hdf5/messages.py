@@ -136,14 +136,16 @@ def datatype(t: T.DType, constant: bool = True) -> Message:
     return Message(MSG_DATATYPE, body, FLAG_CONSTANT if constant else 0)
 
 
-def fill_value(value: bytes | None, chunked: bool) -> Message:
-    """Fill value message 2: ``value`` None means the library default (zeros)."""
-    body = FILL_V2.pack(alloc_time=ALLOC_INCREMENTAL if chunked else ALLOC_LATE)
+def fill_value(value: bytes | Blob | None, chunked: bool) -> Message:
+    """Fill value message 2: ``value`` None means the library default (zeros); a Blob is a
+    variable-length value (a heap id, its address filled at render time)."""
+    body = Blob(FILL_V2.pack(alloc_time=ALLOC_INCREMENTAL if chunked else ALLOC_LATE))
     if value is None:
-        body += FILL_SIZE.pack(size=0)
+        body.write(FILL_SIZE.pack(size=0))
     else:
-        body += FILL_SIZE.pack(size=len(value)) + value
-    return Message(MSG_FILL, Blob(body), FLAG_CONSTANT)
+        body.write(FILL_SIZE.pack(size=len(value)))
+        body.extend(value if isinstance(value, Blob) else Blob(value))
+    return Message(MSG_FILL, body, FLAG_CONSTANT)
 
 
 # -- storage -----------------------------------------------------------------------------

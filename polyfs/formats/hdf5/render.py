@@ -189,7 +189,9 @@ class DomainRenderer:
         self.objects: list[tuple[str, Any]] = []  # (path, object) in file order
         self.in_file: set[str] = set()
         self.attr_heap = GlobalHeap("gheap")
-        self.data_heap = GlobalHeap("vheap")
+        # each element of variable-length data its own heap object, never shared: HDF5 frees an
+        # element's object when a writer overwrites it, which would cut its equals off
+        self.data_heap = GlobalHeap("vheap", shared=False)
         self.attr_encoder = DiskEncoder(self.attr_heap, self.ref_key)
         self.data_encoder = DiskEncoder(self.data_heap, self.ref_key)
         self.datasets: dict[str, DatasetPlan] = {}
@@ -412,7 +414,7 @@ class DomainRenderer:
                 return
             path, ds, exc = failed
             self._leave_out(ds, path, exc)
-            self.data_heap = GlobalHeap("vheap")
+            self.data_heap = GlobalHeap("vheap", shared=False)
             self.data_encoder = DiskEncoder(self.data_heap, self.ref_key)
             self.datasets.clear()
             self.messages.clear()
@@ -556,6 +558,15 @@ class DomainRenderer:
         return TranscodedChunk(key, pipe, count * ds.type.itemsize, ("hdf5-refs", self.token), encode=bytes,
                                transform=convert, length=count * disk_itemsize(ds.type))
 
+    def _vlen_fill(self, ds: Dataset) -> Blob | None:
+        """A variable-length string's fill value as HDF5 keeps it (a heap id, its text in a
+        heap object of its own), so HDF5 fills what a writer leaves unwritten with it (netCDF-C's string
+        ``_FillValue``; without it netCDF sees ``_NoFill``). Sequences keep the default."""
+        base = T.resolved(ds.type)
+        if not (isinstance(base, T.StringType) and base.length is None):
+            return None
+        return self.data_encoder.encode(ds.type, values.fill_array(ds.type, ds.fill_value, ()).reshape(1))
+
     def _dataset_messages(self, dp: DatasetPlan, path: str) -> list[M.Message]:
         ds = dp.ds
         t = ds.type
@@ -563,14 +574,18 @@ class DomainRenderer:
             t = t.type
         msgs = [M.dataspace(ds.shape), M.datatype(t)]
         fill = None
-        if ds.fill_value is not None and fixed(ds.type):
+        shown: bytes | Blob | None = None
+        if ds.fill_value is not None:
             try:
-                fill = disk_fill(ds.type, ds.fill_value)
-            except (InvalidInput, ValueError, TypeError) as exc:
+                if fixed(ds.type):
+                    shown = fill = disk_fill(ds.type, ds.fill_value)
+                else:
+                    shown = self._vlen_fill(ds)
+            except (InvalidInput, UnsupportedType, ValueError, TypeError) as exc:
                 log.error("hdf5 view of %s: fill value of %s left out: %s", self.model.path, path, exc)
         dp.fill = fill
         chunked = dp.storage.startswith("chunked")
-        msgs.append(M.fill_value(fill, chunked))
+        msgs.append(M.fill_value(shown, chunked))
         if chunked:
             key = None if dp.btree is None or dp.btree.empty else dp.btree.key
             msgs.append(M.layout_chunked(key, ds.chunks, disk_itemsize(ds.type)))

@@ -356,11 +356,13 @@ class HDF5Importer:
         fill = None
         try:
             if dcpl.fill_value_defined() == h5d.FILL_VALUE_USER_DEFINED and not T.has_reference(source_type) \
-                    and not source_type.is_vlen:
+                    and (not source_type.is_vlen or _vlen_string(source_type)):
                 fv = d.fillvalue
                 if np.iscomplexobj(fv):  # stored as the {r, i} compound
                     fv = (fv.real, fv.imag)
                 fill = values.element_to_json(source_type, fv)
+                if fill == "" and source_type.is_vlen:  # netCDF-C's default string fill: none
+                    fill = None
         except (ValueError, TypeError, OSError, PolyfsError):
             fill = None
         if copy:
@@ -747,3 +749,9 @@ def _with_nulls(json_value: Any, nulls: np.ndarray | None) -> Any:
     def walk(v: Any) -> Any:
         return [walk(x) for x in v] if isinstance(v, list) else (None if next(flat) else v)
     return walk(json_value)
+
+
+def _vlen_string(t: T.DType) -> bool:
+    """A variable-length string type, whose fill value (netCDF's string ``_FillValue``) is kept."""
+    base = T.resolved(t)
+    return isinstance(base, T.StringType) and base.length is None

@@ -65,14 +65,15 @@ class _Collection:
 class GlobalHeap:
     """Objects in collections keyed ``(name, n)``; ``add`` returns ``(collection key, index)``."""
 
-    def __init__(self, name: Hashable, collection_bytes: int = COLLECTION_BYTES) -> None:
+    def __init__(self, name: Hashable, collection_bytes: int = COLLECTION_BYTES, shared: bool = True) -> None:
         self.name = name
         self.limit = collection_bytes
+        self.shared = shared  # identical payloads share one object (False: a writer may free one)
         self.collections: list[_Collection] = []
         self._seen: dict[bytes, tuple[Hashable, int]] = {}
 
     def add(self, data: Blob) -> tuple[Hashable, int]:
-        plain = not data.slots and not data.bulk
+        plain = self.shared and not data.slots and not data.bulk
         if plain:
             hit = self._seen.get(bytes(data.buf))
             if hit is not None:
