@@ -7,36 +7,18 @@ import os
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from conftest import fuse_available, is_mounted, polyfs_cmd
-from polyfs.codecs.registry import DEFLATE, Filter
-from polyfs.model import types as T
-from polyfs.model.catalog import Catalog
-from polyfs.model.schema import Shape
-from polyfs.model.writer import DomainWriter
-from polyfs.store import open_store
+from conftest import is_mounted, polyfs_cmd
+from test_ops_mount_explore11 import _needs_fuse, make_store  # noqa: F401 - fixture, store
 
 pytestmark = pytest.mark.mount
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _needs_fuse():
-    if not fuse_available():
-        pytest.skip("needs /dev/fuse and root")
-
-
 @pytest.fixture
 def store(tmp_path) -> Path:
-    path = tmp_path / "store"
-    cat = Catalog(open_store(str(path), create=True))
-    with DomainWriter(cat, "/a.h5") as w:
-        d = w.add_dataset(w.root, "img", T.IntType(2, False, "<"), Shape("simple", (20, 30)), (10, 10),
-                          [Filter(DEFLATE, (4,))])
-        w.write_array(d, np.arange(600, dtype="u2").reshape(20, 30))
-    return path
+    return make_store(tmp_path / "store")
 
 
 @pytest.fixture
