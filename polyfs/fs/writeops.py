@@ -461,6 +461,9 @@ class WriteSide:
             if why:
                 handle.head_refused = True
                 raise InvalidInput(f"{handle.pending.path}: {why}")
+            handle.head_refused = False
+        elif handle.head_refused:  # the rest of a file whose head was refused (said then, once)
+            raise pyfuse3.FUSEError(errno.EINVAL)
         handle.wrote = True
         if handle.pending.needs_base(off, len(buf)):
             return await self.fs.run(handle.pending.write, off, buf)  # reads the view file first
@@ -482,8 +485,8 @@ class WriteSide:
             return
         if handle.pending.unlinked:
             return  # unlinked while open: as on a disk, what is written to it is gone with it
-        if handle.head_refused and not handle.wrote:
-            return  # nothing it wrote was taken: the file is as this open found it, or empty
+        if handle.head_refused:
+            return  # its head was refused (logged then): nothing of it is stored
         emptied = closing and not handle.wrote
         if emptied and await self.fs.run(self.service.holds_chunks, handle.pending.path):
             return
