@@ -210,9 +210,10 @@ def _typo_of_polyfs_option(name: str) -> str | None:
 def apply_o_options(cfg: MountConfig, text: str) -> None:
     """Split one ``-o`` string into polyfs options and FUSE options."""
     in_views = False  # after views=: bare view names continue the list (views=zarr,n5 as views=zarr:n5)
+    views = _view_names()
     for item in filter(None, (s.strip() for s in text.split(","))):
         name, eq, value = item.partition("=")
-        if not eq and name in _view_names():
+        if not eq and name in views:
             if not in_views:
                 raise InvalidInput(f"-o {name}: a view name, not an option (show views with views=zarr:n5)")
             cfg.views = f"{cfg.views},{name}" if cfg.views else name
@@ -237,8 +238,8 @@ def apply_o_options(cfg: MountConfig, text: str) -> None:
             continue  # fstab/mount(8) bookkeeping, not for FUSE
         elif name.startswith("x-"):
             continue  # systemd/util-linux comment options
-        elif _typo_of_polyfs_option(name):
-            raise InvalidInput(f"-o {name}: unknown option; did you mean {_typo_of_polyfs_option(name)!r}?")
+        elif meant := _typo_of_polyfs_option(name):
+            raise InvalidInput(f"-o {name}: unknown option; did you mean {meant!r}?")
         else:
             cfg.fuse_options.append(item)
 

@@ -49,7 +49,7 @@ def served_mask(fs, path: str = "tiff/exp/pic.tif") -> np.ndarray | None:
         return masks[0].asarray() if masks else None
 
 
-def test_gdal_order_image_closed_first_then_msk(fs):
+def gdal_pair(fs) -> None:  # noqa: F811
     """GDAL's own order: x.tif made, x.tif.msk made while x.tif is open, x.tif closed, then the .msk."""
     img = fs.open_file("tiff/exp/pic.tif")
     img.write(image_file())
@@ -59,6 +59,10 @@ def test_gdal_order_image_closed_first_then_msk(fs):
     img.release()
     msk.flush()
     msk.release()
+
+
+def test_gdal_order_image_closed_first_then_msk(fs):
+    gdal_pair(fs)
     np.testing.assert_array_equal(served_mask(fs), WANT)
     names = set(fs.ls("tiff/exp"))
     assert "pic.tif.msk" not in names  # GDAL sees one mask: the internal one the view serves

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_msk_explore16_fs import WANT, image_file, msk_file, served_mask
+from test_msk_explore16_fs import WANT, gdal_pair, image_file, msk_file, served_mask
 from test_tiff_explore8_fs import fs  # noqa: F401 - fixture (domain /exp.h5)
 
 tifffile = pytest.importorskip("tifffile")
@@ -22,18 +22,6 @@ def copy_pair(fs) -> None:  # noqa: F811
     """``cp pic.tif pic.tif.msk MNT/tiff/exp/`` (or rsync's order): the image closed, then its .msk."""
     fs.write_file("tiff/exp/pic.tif", image_file())
     fs.write_file("tiff/exp/pic.tif.msk", msk_file())
-
-
-def gdal_pair(fs) -> None:  # noqa: F811
-    """GDAL's order: the .msk made while the image is open, the image closed first."""
-    img = fs.open_file("tiff/exp/pic.tif")
-    img.write(image_file())
-    msk = fs.open_file("tiff/exp/pic.tif.msk")
-    msk.write(msk_file())
-    img.flush()
-    img.release()
-    msk.flush()
-    msk.release()
 
 
 @pytest.mark.parametrize("write", [copy_pair, gdal_pair], ids=["cp-order", "gdal-order"])

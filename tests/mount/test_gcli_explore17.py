@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import deep_check, seeded_store
+from support import deep_check
+from test_gdal_explore14 import run, store  # noqa: F401 - runner, fixture
 
 TOOLS = ("gdalwarp", "gdalinfo", "gdal_translate", "gdal_rasterize", "gdal_merge.py", "gdal_calc.py",
          "gdal_sieve.py", "gdaldem", "gdal_proximity.py", "nearblack", "gdal_fillnodata.py")
@@ -32,15 +33,6 @@ pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), rea
 VECTOR = ('{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},'
           '"features":[{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":'
           '[[[500100,3999900],[500300,3999900],[500300,3999700],[500100,3999700],[500100,3999900]]]}}]}')
-
-
-def run(*cmd: str) -> str:
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=120, check=True).stdout
-
-
-@pytest.fixture
-def store(tmp_path):
-    return seeded_store(tmp_path, "seed.h5")
 
 
 @pytest.fixture

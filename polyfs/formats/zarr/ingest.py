@@ -28,12 +28,11 @@ from ...writes.protocol import ArrayWrite, ByteSource, GroupWrite, WrittenChunk
 from ..base import json_object
 from . import cf
 from .numcodecs_chain import HINT_NUMCODECS, STORED, NumcodecsChain, needs_numcodecs
-from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILL, HINT_FILTERS,
-                   HINT_PER_SHARD, HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, KeyEncoding,
-                   ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself,
-                   fill_json, filter_codecs, hex_fill,
-                   gunzip_members, implied_bytes, is_real_transpose, non_spec, transpose_order, VLEN_STRING, is_time_type, vlen_bytes_body,
-                   numpy_dtype, per_shard, utf32_body, utf32_dtype, vlen_utf8_body)
+from .spec import (DEFAULT_INDEX, HINT_CODECS, HINT_CONSOLIDATED, HINT_DATA_TYPE, HINT_FILTERS, HINT_PER_SHARD,
+                   HINT_PREFIX, HINT_SHAPE, HINT_SHARDED, HINT_TRANSPOSE, META, MISSING, V2_METADATA, VLEN_STRING,
+                   KeyEncoding, ShardIndex, Spelling, array_to_bytes_at, bytes_codecs, decodes_to_itself, fill_hints,
+                   fill_json, filter_codecs, gunzip_members, implied_bytes, is_real_transpose, is_time_type, non_spec,
+                   numpy_dtype, per_shard, transpose_order, utf32_body, utf32_dtype, vlen_bytes_body, vlen_utf8_body)
 
 N5_METADATA = "attributes.json"
 TEXT = T.StringType(None, "utf8", "nullterm")  # how text written through the view is stored
@@ -159,8 +158,7 @@ def _array(meta: dict, attrs: dict, where: str) -> ArrayWrite:
     if is_time_type(data_type) or unframe is not None and data_type != VLEN_STRING:
         hints[HINT_DATA_TYPE] = data_type  # stored as int64 (time) or text (utf32), shown back as declared
     hints[HINT_SHAPE] = list(shape)  # sized by this writer (cf.unlimited_shapes) while the stored shape is this
-    if hex_fill(meta.get("fill_value")):  # a NaN payload the stored fill (a JSON number) loses
-        hints[HINT_FILL] = meta["fill_value"]
+    hints.update(fill_hints(meta))  # a NaN payload the stored fill (a JSON number) loses
     attrs = cf.decode_attributes(attrs, meta.get("data_type"))  # xarray's base64 _FillValue: a number
     if coded is not None:  # chunks decoded with numcodecs when written (numcodecs_chain.py)
         crc = bool(inner_codecs) and inner_codecs[-1].get("name") == "crc32c"

@@ -45,8 +45,8 @@ from ...importers.common import (dir_below, source_errors, write_plans, ChunkSin
 from ...model.types import from_numpy_any as dtype_from_numpy
 from ...codecs.sniff import zstd_has_content_size
 from . import cf
-from .spec import (ARRAY_TO_BYTES, HINT_DATA_TYPE, HINT_FILL, HINT_PER_SHARD, HINT_SHARDED, META, MISSING, Chain,
-                   KeyEncoding, ShardIndex, bytes_codecs, fill_json, hex_fill, implied_bytes, is_real_transpose,
+from .spec import (ARRAY_TO_BYTES, HINT_DATA_TYPE, HINT_PER_SHARD, HINT_SHARDED, META, MISSING, Chain,
+                   KeyEncoding, ShardIndex, bytes_codecs, fill_hints, fill_json, implied_bytes, is_real_transpose,
                    is_time_type, numpy_dtype, per_shard, utf32_dtype)
 
 log = logging.getLogger(__name__)
@@ -279,8 +279,7 @@ class ZarrImporter:
         sharded_source = bool(ab) and codecs[ab[0]].get("name") == "sharding_indexed"
         hints = {**_declared_type_hints(meta.get("data_type"), stored),
                  **_layout_hints(outer, chunks, sharded_source)}
-        if hex_fill(meta.get("fill_value")):  # a NaN payload: served back as the source spelled it
-            hints[HINT_FILL] = meta["fill_value"]
+        hints.update(fill_hints(meta))  # a NaN payload: served back as the source spelled it
         hints = {"polyfs": hints} if hints else None
         if shape:
             ds = self.writer.add_dataset(group, name, stored, Shape("simple", shape, _growable(shape)), chunks,

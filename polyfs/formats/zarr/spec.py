@@ -608,6 +608,13 @@ def hex_fill(fill: Any) -> bool:
     return any(isinstance(x, str) and x.startswith("0x") for x in parts)
 
 
+def fill_hints(meta: dict) -> dict[str, Any]:
+    """The view hint keeping a hex-spelled fill value (a NaN payload) a ``zarr.json`` declares:
+    served back as written (:func:`declared_fill`), at a write through the view and at import."""
+    fill = meta.get("fill_value")
+    return {HINT_FILL: fill} if hex_fill(fill) else {}
+
+
 def declared_fill(declared: Any, shown: Any, dtype: T.DType) -> Any:
     """The writer's hex spelling of the fill value where it is still the stored one (NaN equal
     to NaN), else the view's: tensorstore compares a re-read ``zarr.json`` at a resize, and a
