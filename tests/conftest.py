@@ -39,6 +39,7 @@ class Mount:
         res = subprocess.run(polyfs_cmd(*args, *(extra_args or [])), capture_output=True, text=True, timeout=60)
         if res.returncode != 0:
             raise RuntimeError(f"polyfs mount failed: {res.stderr.strip()}\n{self.log_text()}")
+        _STARTED.append(self)
         return self
 
     def log_text(self) -> str:
@@ -65,6 +66,32 @@ class Mount:
         deadline = time.time() + 10
         while is_mounted(self.path) and time.time() < deadline:
             time.sleep(0.1)
+
+
+_STARTED: list[Mount] = []  # every mount started in this worker, for failure reports
+_LOG_TAIL = 60
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    item.stash[_FIRST_MOUNT] = len(_STARTED)
+
+
+_FIRST_MOUNT = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test's report ends with the daemon logs of the mounts it started: a failure
+    that happens once in CI is then explained by the daemon's own words."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when != "call" or not rep.failed:
+        return
+    for m in _STARTED[item.stash.get(_FIRST_MOUNT, len(_STARTED)):]:
+        lines = m.log_text().splitlines()[-_LOG_TAIL:]
+        if lines:
+            rep.sections.append((f"polyfs daemon log {m.log} (last {len(lines)} lines)", "\n".join(lines)))
 
 
 def is_mounted(path: Path) -> bool:

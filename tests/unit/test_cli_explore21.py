@@ -9,6 +9,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from argparse import Namespace
 from pathlib import Path
@@ -121,7 +122,11 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path):
     if shutil.which("systemd-analyze") is None:
         pytest.skip("no systemd-analyze")
     inst = tmp_path / "polyfs@arrays.service"
-    shutil.copy(UNIT, tmp_path / "polyfs@.service")
+    # verify checks that ExecStart's binary exists: point it at this checkout's, since
+    # /usr/local/bin/polyfs is there only after scripts/install
+    here = Path(sys.executable).with_name("polyfs")
+    assert here.exists(), here
+    (tmp_path / "polyfs@.service").write_text(UNIT.read_text().replace("/usr/local/bin/polyfs", str(here)))
     inst.symlink_to(tmp_path / "polyfs@.service")
     res = subprocess.run(["systemd-analyze", "verify", "--man=no", str(inst)], capture_output=True, text=True,
                          timeout=60)
