@@ -96,8 +96,9 @@ class Reader:
         self._ahead_lock = threading.Lock()
         self.readahead = min(READAHEAD, cache_bytes // 4)
         catalog = getattr(ctx, "catalog", None)
+        self._rewriting: dict[str, int] = {}  # chunk keys being rewritten -> how many rewrites
         if catalog is not None:
-            catalog.chunk_listeners.append(self.forget_chunks)
+            catalog.rewrite_watchers.append(self)
             catalog.dataset_listeners.append(self.forget_datasets)
 
     def forget_chunks(self, keys: set[str]) -> None:
@@ -106,7 +107,31 @@ class Reader:
         That includes productions under way (they may have fetched the old bytes): later
         requests start their own instead of waiting for one, and its result is not cached.
         Under the lock ``produced`` caches under, so no old result lands after the discard."""
-        self._forget_where(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] in keys)
+        self._forget_where(lambda k: _made_from(k) in keys)
+
+    def rewriting(self, keys: set[str]) -> None:
+        """Chunks are about to be rewritten (see ``Catalog.rewriting``): what was made from
+        them goes, and nothing made from them is kept until :meth:`rewritten`. A gzip
+        trailer kept from the old bytes would otherwise close the new body of a chunk of the
+        same size (its layout cannot tell them apart): a reader got a member failing its
+        CRC check, and zarr-python wrote that back as an untouched chunk of its shard."""
+        with self._inflight_lock:
+            for k in keys:
+                self._rewriting[k] = self._rewriting.get(k, 0) + 1
+        self.forget_chunks(keys)
+
+    def rewritten(self, keys: set[str]) -> None:
+        """The rewrite is over. Nothing made meanwhile was kept; what is still being made
+        (maybe from the old bytes) is not kept either, and later reads do not wait for it."""
+        with self._inflight_lock:
+            for k in keys:
+                n = self._rewriting.get(k, 0) - 1
+                if n > 0:
+                    self._rewriting[k] = n
+                else:
+                    self._rewriting.pop(k, None)
+            for k in [k for k in self._inflight if _made_from(k) in keys]:
+                self._overtaken.add(self._inflight.pop(k))
 
     def forget_datasets(self, prefixes: set[str]) -> None:
         """Datasets (by key prefix) whose chunks another host may have rewritten: what was made
@@ -211,7 +236,8 @@ class Reader:
             if len(data) != producer.length:
                 raise ChunkMissing(f"produced {len(data)} bytes for {key}, planned {producer.length}")
             with self._inflight_lock:
-                if fut not in self._overtaken:  # else made from bytes a rewrite replaced
+                # else made from bytes a rewrite replaced, or is replacing
+                if fut not in self._overtaken and not (self._rewriting and _made_from(key) in self._rewriting):
                     self.cache.put(key, data)
             fut.set_result(data)
             return data
@@ -381,6 +407,11 @@ class Reader:
             ahead = self._fetched_ahead(p)
             return ahead if ahead is not None else self._fetch(p.key, p.start, p.length, p.object_size)
         return self.execute(pieces)
+
+
+def _made_from(key: Hashable) -> object:
+    """The chunk key a production's cache key names (its second member), or None."""
+    return key[1] if isinstance(key, tuple) and len(key) > 1 else None
 
 
 class _ObjectFetch:

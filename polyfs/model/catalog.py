@@ -13,7 +13,8 @@ import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Any, Iterable
+from contextlib import contextmanager
+from typing import Callable, Any, Iterable, Iterator, Protocol
 
 import numpy as np
 
@@ -36,6 +37,17 @@ log = logging.getLogger(__name__)
 def dumps(obj: Any) -> bytes:
     """JSON bodies as HSDS writes them (compact enough, NaN allowed)."""
     return json.dumps(obj, separators=(", ", ": ")).encode("utf-8")
+
+
+class RewriteWatcher(Protocol):
+    """What makes bytes from chunk objects and keeps them (the reader's cache of gzip trailers
+    and transcoded chunks). While a chunk is rewritten, what is made from it may come from
+    either version: it must not be kept, or the other version's bytes served beside it (a
+    gzip member's new body with its old trailer) would be served again."""
+
+    def rewriting(self, keys: set[str]) -> None: ...
+
+    def rewritten(self, keys: set[str]) -> None: ...
 
 
 class Catalog:
@@ -69,8 +81,8 @@ class Catalog:
         self._checked: dict[str, float] = {}  # domain -> when its cached model was last read or re-read
         self._rereading: set[str] = set()
         self.on_reread: Callable[[list[str]], None] | None = None  # told what such a re-read found changed
-        # called with the keys of chunks written or deleted through polyfs (caches of their bytes)
-        self.chunk_listeners: list[Callable[[set[str]], None]] = []
+        # told the keys of chunks written or deleted through polyfs, before and after (caches of their bytes)
+        self.rewrite_watchers: list[RewriteWatcher] = []
         # told the key prefixes of datasets whose chunks another writer may have rewritten (a
         # re-read found them changed, or re-lists them on a shared store): what was made from
         # their chunks (re-encoded views) must be made again
@@ -694,16 +706,27 @@ class Catalog:
             if idx is None or not len(idx):  # the pipeline was settled without a chunk to sniff
                 self._pipelines.pop(dataset.id, None)
             path = self._dataset_domain.get(dataset.id)
-            listeners = list(self.chunk_listeners)
-        changed = set(sizes) | set(removed)
-        if changed and listeners:
-            grid = dataset.grid or (1,)
-            keys_ = {keys.chunk_key(dataset.id, tuple(int(c) for c in np.unravel_index(lin, grid)))
-                     for lin in changed}
-            for listener in listeners:
-                listener(keys_)
         if path is not None:
             self.touch(path)
+
+    @contextmanager
+    def rewriting(self, dataset: Dataset, linears: Iterable[int]) -> Iterator[None]:
+        """Chunks (linear numbers) of ``dataset`` are rewritten or deleted in this block: the
+        rewrite watchers keep nothing made from them until it is over (see RewriteWatcher)."""
+        watchers = list(self.rewrite_watchers)
+        keys_ = _chunk_keys(dataset, linears) if watchers else set()
+        for w in watchers:
+            w.rewriting(keys_)
+        try:
+            yield
+        finally:
+            for w in watchers:
+                w.rewritten(keys_)
+
+
+def _chunk_keys(dataset: Dataset, linears: Iterable[int]) -> set[str]:
+    grid = dataset.grid or (1,)
+    return {keys.chunk_key(dataset.id, tuple(int(c) for c in np.unravel_index(lin, grid))) for lin in linears}
 
 
 LISTING_ATTEMPTS = 4  # listings of a dataset whose chunks keep changing meanwhile, before one is used uncached

@@ -420,18 +420,17 @@ class DomainEditor:
             if deflate and sniff(bytes(data[:HEAD_BYTES]), len(data)) != "blosc":  # HSDS's "gzip": blosc
                 crc = known.get(tuple(int(c) for c in coords))  # frames, served as blosc: no gzip member
                 table.append((linear, adler32_of_zlib(data), zlib.crc32(zlib.decompress(data)) if crc is None else crc))
-        if table:  # the new entries beside the old ones first: a crash mid-way leaves a table for either
-            self.catalog.save_crcs(ds.id, table, keep_old=True, grid=grid)
-        self.store.put_many([(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)), data)
-                             for coords, data in items])
-        gone = []
-        for coords in deletes:
-            key = keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,))
-            self.store.delete(key)
-            gone.append(int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid)))
-        if deflate:  # then the old entries replaced, and those of deleted chunks dropped
-            self.catalog.save_crcs(ds.id, table, grid=grid, removed=gone)
-        self.catalog.chunks_updated(ds, sizes, gone)
+        gone = [int(np.ravel_multi_index(tuple(coords) if ds.grid else (0,), grid)) for coords in deletes]
+        with self.catalog.rewriting(ds, [*sizes, *gone]):  # readers keep nothing made meanwhile
+            if table:  # the new entries beside the old ones first: a crash mid-way leaves a table for either
+                self.catalog.save_crcs(ds.id, table, keep_old=True, grid=grid)
+            self.store.put_many([(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)), data)
+                                 for coords, data in items])
+            for coords in deletes:
+                self.store.delete(keys.chunk_key(ds.id, tuple(coords) if ds.grid else (0,)))
+            if deflate:  # then the old entries replaced, and those of deleted chunks dropped
+                self.catalog.save_crcs(ds.id, table, grid=grid, removed=gone)
+            self.catalog.chunks_updated(ds, sizes, gone)
 
     def _drop_persisted_index(self, ds_id: str) -> None:
         self.catalog.drop_persisted_index(ds_id)

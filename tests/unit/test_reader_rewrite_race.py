@@ -4,7 +4,14 @@ what was made from the old bytes must not outlive the rewrite in the produced-by
 Found by the soak (tests/soakkit.py): N5 blocks of a dataset written through zarr/ are
 transcoded (little- to big-endian); a transcode that fetched the old chunk just before a
 commit, and finished just after the commit's ``forget_chunks``, left the old block cached,
-so readers that opened after the write was acknowledged were served the old version."""
+so readers that opened after the write was acknowledged were served the old version.
+
+Found again in CI (``test_concurrency_explore13``): two zarr-python processes rewriting one
+shard of an h5py gzip array through ``zarr/``. A gzip trailer cached from a chunk's old bytes
+was still served during the commit (between the store's put and the CRC table's fsync)
+beside the new body of the same size: the member failed its CRC check, zarr-python wrote it
+back as an untouched chunk of its shard, and the daemon refused the write with EINVAL. The
+commit now tells the reader before the put as well as after (``Catalog.rewriting``)."""
 from __future__ import annotations
 
 import threading
@@ -42,7 +49,7 @@ class SlowCopy:
 class Ctx:
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self.catalog = type("Catalog", (), {"chunk_listeners": [], "dataset_listeners": []})()
+        self.catalog = type("Catalog", (), {"rewrite_watchers": [], "dataset_listeners": []})()
 
 
 def test_a_transcode_overtaken_by_a_rewrite_is_not_cached():
@@ -55,9 +62,12 @@ def test_a_transcode_overtaken_by_a_rewrite_is_not_cached():
     t = threading.Thread(target=lambda: first.append(bytes(reader.read(vf, 0, 4))))
     t.start()
     assert producer.fetched.wait(10)  # the transcode has the old bytes in hand
-    store.put(KEY, b"new!")  # a commit: the chunk is rewritten ...
-    for listener in reader.ctx.catalog.chunk_listeners:
-        listener({KEY})  # ... and the catalog tells the reader
+    watchers = reader.ctx.catalog.rewrite_watchers
+    for w in watchers:
+        w.rewriting({KEY})  # a commit: the catalog tells the reader ...
+    store.put(KEY, b"new!")  # ... the chunk is rewritten ...
+    for w in watchers:
+        w.rewritten({KEY})  # ... and it is over
     # a read that starts now (after the write was acknowledged) must not join the old transcode
     second: list[bytes] = []
     t2 = threading.Thread(target=lambda: second.append(bytes(reader.read(vf, 0, 4))))
@@ -72,3 +82,89 @@ def test_a_transcode_overtaken_by_a_rewrite_is_not_cached():
     assert first == [b"old!"]  # it asked before the rewrite: old bytes are a valid answer
     assert bytes(reader.read(vf, 0, 4)) == b"new!", "the old transcode must not be left in the cache"
     reader.close()
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Produces the stored chunk's bytes (a gzip trailer stands for any production)."""
+
+    length: int = 4
+
+    @property
+    def cache_key(self) -> Hashable:
+        return ("gzip-trailer", KEY, 4)
+
+    def produce(self, ctx: Any) -> bytes:
+        return ctx.store.get(KEY)
+
+
+def test_nothing_cached_from_a_chunk_is_served_while_it_is_rewritten():
+    store = MemoryStore()
+    store.put(KEY, b"old!")
+    reader = Reader(Ctx(store))
+    vf = VFile([Produced(Copy())])
+    assert bytes(reader.read(vf, 0, 4)) == b"old!"  # cached now
+    (w,) = reader.ctx.catalog.rewrite_watchers
+    w.rewriting({KEY})
+    store.put(KEY, b"new!")  # landed; the commit goes on (the CRC table's fsync, the index)
+    assert bytes(reader.read(vf, 0, 4)) == b"new!", "served what was made from the old bytes"
+    store.put(KEY, b"nxt!")  # a second rewrite in the same commit (another writer's)
+    assert bytes(reader.read(vf, 0, 4)) == b"nxt!", "kept what was made during the rewrite"
+    w.rewritten({KEY})
+    assert bytes(reader.read(vf, 0, 4)) == b"nxt!"
+    store.put(KEY, b"bad!")  # behind the reader's back: the cache holds again once settled
+    assert bytes(reader.read(vf, 0, 4)) == b"nxt!"
+    reader.close()
+
+
+def test_overlapping_rewrites_of_one_chunk_keep_nothing_until_both_are_over():
+    store = MemoryStore()
+    store.put(KEY, b"old!")
+    reader = Reader(Ctx(store))
+    vf = VFile([Produced(Copy())])
+    (w,) = reader.ctx.catalog.rewrite_watchers
+    w.rewriting({KEY})
+    w.rewriting({KEY})
+    w.rewritten({KEY})
+    assert bytes(reader.read(vf, 0, 4)) == b"old!"
+    store.put(KEY, b"new!")
+    assert bytes(reader.read(vf, 0, 4)) == b"new!", "a production was kept while a rewrite went on"
+    w.rewritten({KEY})
+    reader.close()
+
+
+def test_the_commit_tells_watchers_before_the_put_and_after_the_index(tmp_path):
+    """``DomainEditor.put_chunks`` is the one commit point of chunk bytes: watchers hear of a
+    rewrite before the store changes and of its end once the cached index has the new size."""
+    import numpy as np
+
+    from polyfs.codecs.registry import DEFLATE, Filter
+    from polyfs.model import keys, types as T
+    from polyfs.model.catalog import Catalog
+    from polyfs.model.editor import DomainEditor
+    from polyfs.model.schema import Shape
+    from polyfs.model.writer import DomainWriter
+    from polyfs.store import open_store
+
+    cat = Catalog(open_store(str(tmp_path / "store"), create=True))
+    with DomainWriter(cat, "/a.h5") as w:
+        d = w.add_dataset(w.root, "d", T.IntType(2, True), Shape("simple", (8, 8), (None, None)), (4, 4),
+                          [Filter(DEFLATE, (4,))])
+        w.write_array(d, np.ones((8, 8), "i2"))
+    ds = cat.load("/a.h5").datasets[d.id]
+    key = keys.chunk_key(ds.id, (1, 0))
+    new = __import__("zlib").compress(np.full((4, 4), 7, "i2").tobytes())
+    seen: list[tuple[str, set[str], bytes, int]] = []
+
+    class Watcher:
+        def rewriting(self, ks: set[str]) -> None:
+            seen.append(("rewriting", ks, cat.store.get(key), cat.chunk_index(ds).size_of(2)))
+
+        def rewritten(self, ks: set[str]) -> None:
+            seen.append(("rewritten", ks, cat.store.get(key), cat.chunk_index(ds).size_of(2)))
+
+    old = cat.store.get(key)
+    cat.rewrite_watchers.append(Watcher())
+    DomainEditor(cat).put_chunks("/a.h5", ds, [((1, 0), new)], deletes=[(1, 1)])
+    gone = keys.chunk_key(ds.id, (1, 1))
+    assert seen == [("rewriting", {key, gone}, old, len(old)), ("rewritten", {key, gone}, new, len(new))]
