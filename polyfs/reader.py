@@ -20,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Hashable
 
 from .errors import ChunkChanged, ChunkMissing, NotFound
+from .rewrites import Rewrites
 from .store.recent import kept_version
 from .vfile import LiteralPiece, Piece, ProducedPiece, RangePiece, VFile, coalesce
 
@@ -29,6 +30,7 @@ READAHEAD = 16 << 20  # produced bytes made ahead of a sequential reader (twice 
 AHEAD_THREADS = max(2, os.cpu_count() or 2)
 AHEAD_OBJECT_MAX = 8 << 20  # remote stored objects fetched ahead whole up to this size
 AHEAD_FETCHES = 32  # remote objects fetched ahead at once (each a round trip)
+ASSEMBLE_TRIES = 4  # reads made again while rewrites of their chunks keep overlapping them
 AHEAD_LIFE = 5.0  # seconds an object fetched ahead may serve reads (another host may rewrite it)
 
 
@@ -96,7 +98,7 @@ class Reader:
         self._ahead_lock = threading.Lock()
         self.readahead = min(READAHEAD, cache_bytes // 4)
         catalog = getattr(ctx, "catalog", None)
-        self._rewriting: dict[str, int] = {}  # chunk keys being rewritten -> how many rewrites
+        self.rewrites = Rewrites()  # chunk keys being rewritten through this daemon
         if catalog is not None:
             catalog.rewrite_watchers.append(self)
             catalog.dataset_listeners.append(self.forget_datasets)
@@ -115,21 +117,14 @@ class Reader:
         trailer kept from the old bytes would otherwise close the new body of a chunk of the
         same size (its layout cannot tell them apart): a reader got a member failing its
         CRC check, and zarr-python wrote that back as an untouched chunk of its shard."""
-        with self._inflight_lock:
-            for k in keys:
-                self._rewriting[k] = self._rewriting.get(k, 0) + 1
+        self.rewrites.begin(keys)
         self.forget_chunks(keys)
 
     def rewritten(self, keys: set[str]) -> None:
         """The rewrite is over. Nothing made meanwhile was kept; what is still being made
         (maybe from the old bytes) is not kept either, and later reads do not wait for it."""
         with self._inflight_lock:
-            for k in keys:
-                n = self._rewriting.get(k, 0) - 1
-                if n > 0:
-                    self._rewriting[k] = n
-                else:
-                    self._rewriting.pop(k, None)
+            self.rewrites.end(keys)
             for k in [k for k in self._inflight if _made_from(k) in keys]:
                 self._overtaken.add(self._inflight.pop(k))
 
@@ -237,7 +232,7 @@ class Reader:
                 raise ChunkMissing(f"produced {len(data)} bytes for {key}, planned {producer.length}")
             with self._inflight_lock:
                 # else made from bytes a rewrite replaced, or is replacing
-                if fut not in self._overtaken and not (self._rewriting and _made_from(key) in self._rewriting):
+                if fut not in self._overtaken and not self.rewrites.busy(_made_from(key)):
                     self.cache.put(key, data)
             fut.set_result(data)
             return data
@@ -333,6 +328,31 @@ class Reader:
         return fetched
 
     def _assemble(self, pieces: list[Piece], nowait: bool) -> bytearray | None:
+        """The pieces in one buffer, each chunk in it from one version (see ``rewrites``):
+        a read of chunks being rewritten waits for the rewrite, one that overlapped a
+        rewrite of its chunks is made again. With ``nowait`` it does neither (None)."""
+        gate = self.rewrites
+        keys: list[object] = []
+        out = None
+        for _ in range(ASSEMBLE_TRIES):
+            if gate.under_way():
+                keys = keys or _chunk_keys(pieces)
+                if gate.any_busy(keys):
+                    if nowait:
+                        return None
+                    gate.wait_quiet(keys)
+            since = gate.epoch
+            out = self._assemble_once(pieces, nowait)
+            if out is None or gate.still(since):
+                return out
+            keys = keys or _chunk_keys(pieces)
+            if not gate.overlapped(keys, since):
+                return out
+            if nowait:
+                return None
+        return out
+
+    def _assemble_once(self, pieces: list[Piece], nowait: bool) -> bytearray | None:
         """The pieces in one buffer (pyfuse3 replies from any buffer).
 
         Local stores read each range straight into its place (``preadv``): no
@@ -412,6 +432,17 @@ class Reader:
 def _made_from(key: Hashable) -> object:
     """The chunk key a production's cache key names (its second member), or None."""
     return key[1] if isinstance(key, tuple) and len(key) > 1 else None
+
+
+def _chunk_keys(pieces: list[Piece]) -> list[object]:
+    """The stored objects the pieces of one read come from."""
+    out: list[object] = []
+    for p in pieces:
+        if isinstance(p, RangePiece):
+            out.append(p.key)
+        elif isinstance(p, ProducedPiece):
+            out.append(_made_from(p.producer.cache_key))
+    return out
 
 
 class _ObjectFetch:
