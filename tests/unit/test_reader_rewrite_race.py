@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 from polyfs.reader import Reader
 from polyfs.store.memory import MemoryStore
@@ -98,11 +98,20 @@ class Copy:
         return ctx.store.get(KEY)
 
 
-def read_in_thread(reader: Reader, vf: VFile, n: int) -> tuple[threading.Thread, list[bytes]]:
+def read_across_commit_end(reader: Reader, vf: VFile, n: int, land: Callable[[], None], why: str) -> bytes:
+    """Read ``n`` bytes in a thread while the rewrite begun is under way: the read must wait;
+    then ``land`` (the new version, put), the rewrite ends, and the read's bytes are returned."""
     got: list[bytes] = []
     t = threading.Thread(target=lambda: got.append(bytes(reader.read(vf, 0, n))))
     t.start()
-    return t, got
+    t.join(0.3)
+    assert t.is_alive(), why
+    land()
+    (w,) = reader.ctx.catalog.rewrite_watchers
+    w.rewritten({KEY})
+    t.join(10)
+    assert len(got) == 1
+    return got[0]
 
 
 def test_nothing_cached_from_a_chunk_is_served_while_it_is_rewritten():
@@ -114,13 +123,9 @@ def test_nothing_cached_from_a_chunk_is_served_while_it_is_rewritten():
     (w,) = reader.ctx.catalog.rewrite_watchers
     w.rewriting({KEY})
     store.put(KEY, b"new!")  # landed; the commit goes on (the CRC table's fsync, the index)
-    t, got = read_in_thread(reader, vf, 4)
-    t.join(0.3)
-    assert t.is_alive(), "read a chunk in the middle of its commit"
-    store.put(KEY, b"nxt!")  # a second rewrite in the same commit (another writer's)
-    w.rewritten({KEY})
-    t.join(10)
-    assert got == [b"nxt!"], "served what was made from the old bytes"
+    got = read_across_commit_end(reader, vf, 4, lambda: store.put(KEY, b"nxt!"),  # a second writer's
+                                 "read a chunk in the middle of its commit")
+    assert got == b"nxt!", "served what was made from the old bytes"
     store.put(KEY, b"bad!")  # behind the reader's back: the cache holds again once settled
     assert bytes(reader.read(vf, 0, 4)) == b"nxt!"
     reader.close()
@@ -135,13 +140,9 @@ def test_overlapping_rewrites_of_one_chunk_keep_nothing_until_both_are_over():
     w.rewriting({KEY})
     w.rewriting({KEY})
     w.rewritten({KEY})
-    t, got = read_in_thread(reader, vf, 4)
-    t.join(0.3)
-    assert t.is_alive(), "read a chunk while a second rewrite of it went on"
-    store.put(KEY, b"new!")
-    w.rewritten({KEY})
-    t.join(10)
-    assert got == [b"new!"]
+    got = read_across_commit_end(reader, vf, 4, lambda: store.put(KEY, b"new!"),
+                                 "read a chunk while a second rewrite of it went on")
+    assert got == b"new!"
     store.put(KEY, b"bad!")
     assert bytes(reader.read(vf, 0, 4)) == b"new!"
     reader.close()
@@ -230,11 +231,7 @@ def test_a_read_of_a_chunk_being_rewritten_waits_for_the_commit():
     vf = VFile([Stored(KEY, 0, 4, 4), Produced(Copy())])
     (w,) = reader.ctx.catalog.rewrite_watchers
     w.rewriting({KEY})
-    t, got = read_in_thread(reader, vf, 8)
-    t.join(0.3)
-    assert t.is_alive(), "read a chunk in the middle of its commit"
-    store.put(KEY, b"new!")
-    w.rewritten({KEY})
-    t.join(10)
-    assert got == [b"new!new!"]
+    got = read_across_commit_end(reader, vf, 8, lambda: store.put(KEY, b"new!"),
+                                 "read a chunk in the middle of its commit")
+    assert got == b"new!new!"
     reader.close()
