@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import NotFound
 from ..views.base import Node
@@ -33,6 +33,8 @@ class InodeEntry:
     version: int = 0  # the write version of the tree ``node`` was resolved at
     replaced_at: float | None = None  # another file was renamed over this one's path (its bytes are older)
     unlinked: bool = False  # its name was removed (detach): it is no longer the file at ``path``
+    # file handles open for reading -> the size of the layout each reads (see Operations.open)
+    reading: dict[int, int] = field(default_factory=dict)
     # what the kernel may hold (kernelcache.py): until when (monotonic) its name and its
     # attributes were handed out with a timeout, and the domain the path is in
     name_until: float = 0.0

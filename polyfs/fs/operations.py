@@ -27,7 +27,7 @@ from ..errors import AccessDenied, ChunkChanged, IsADirectory, NotADirectory, No
 from .access import AccessGate, DomainAccess
 from .errmap import fuse_errors
 from .kernelcache import KernelHeld, KernelNotifier, entries_below
-from .overlay import PendingDir, PendingFile
+from .overlay import Discarded, PendingDir, PendingFile
 from .writeops import NAME_MAX, WriteHandle, WriteSide
 from ..reader import Reader
 from ..vfile import VFile
@@ -68,6 +68,20 @@ class _FileHandle:
     vfile: Any
     live: bool = False  # a file being written: reading plans I/O, never on the FUSE loop
     pending: Any = None  # that file (PendingFile): read as it is now, also past its size at open
+
+
+def _held_open(entry: InodeEntry, attr: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
+    """A file's size is at least that of every layout still open through its inode: the
+    kernel cuts reads at the size it was last told (one inode per path), so a rewrite that
+    made the file smaller cut the reads of a descriptor opened before it (h5py holding an
+    ``hdf5/`` file while zarr-python writes: "filter returned failure"). A disk's file renamed
+    over keeps its own inode and size; reads past a newer, shorter layout end early."""
+    if entry.reading:
+        held = max(entry.reading.values())
+        if held > attr.st_size:
+            attr.st_size = held
+            attr.st_blocks = (held + 511) // 512
+    return attr
 
 
 class Operations(pyfuse3.Operations):
@@ -333,6 +347,7 @@ class Operations(pyfuse3.Operations):
         entry = self.inodes.remember(path, node)
         entry.domain = domain
         attr.st_ino = entry.ino
+        _held_open(entry, attr)
         if self.version != version:  # views changed meanwhile: what was found may be old already
             attr.entry_timeout = attr.attr_timeout = 0.0
         else:
@@ -404,7 +419,7 @@ class Operations(pyfuse3.Operations):
         """Attributes of a node (may compute a file's size: call from a thread)."""
         version = entry.version  # the views its node was resolved from
         timeout = self._timeout(entry.path, self._entry_domain(entry), entry.node)
-        attr = self._node_attr(entry.node, entry.ino, entry.path, timeout=timeout)
+        attr = _held_open(entry, self._node_attr(entry.node, entry.ino, entry.path, timeout=timeout))
         if self.version != version:  # views changed meanwhile: what was found may be old already
             attr.entry_timeout = attr.attr_timeout = 0.0
         else:
@@ -522,6 +537,7 @@ class Operations(pyfuse3.Operations):
                     entry = self.inodes.remember(path, node, count_lookup=False)
                 entry.domain = domain
                 attr.st_ino = entry.ino
+                _held_open(entry, attr)
                 if stale:
                     attr.entry_timeout = attr.attr_timeout = 0.0
                 if not pyfuse3.readdir_reply(token, os.fsencode(name), attr, pos + 1):
@@ -559,6 +575,8 @@ class Operations(pyfuse3.Operations):
         if self.writes is not None and not live:
             self.writes.note_read_file(ctx.pid, entry.path, vfile)
         fh = self._new_fh(_FileHandle(entry, vfile, live, entry.node if live else None))
+        if not live:
+            entry.reading[fh] = vfile.size
         # The kernel keeps its page cache across opens while the file is unchanged;
         # a re-planned file (new VFile) drops it, so nobody sees the old layout. Files of a
         # domain written through this mount bypass it: the page cache is one per inode, and a
@@ -576,7 +594,10 @@ class Operations(pyfuse3.Operations):
         if isinstance(handle, WriteHandle):
             return await self._thread(handle.pending.read, off, size)  # may read the view file
         if handle.pending is not None:  # an SWMR reader follows a writer appending past its open size
-            return await self._thread(handle.pending.read, off, size)
+            try:
+                return await self._thread(handle.pending.read, off, size)
+            except Discarded:  # its writer closed it: from now on read as stored, as a disk's inode
+                await self._read_as_stored(handle)
         pieces = None
         if not handle.live:
             got = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off
@@ -593,9 +614,21 @@ class Operations(pyfuse3.Operations):
                 self.domains_changed([domain])
             raise
 
+    async def _read_as_stored(self, handle: _FileHandle) -> None:
+        """A descriptor opened while another process wrote the file reads it as written once
+        that writer closed it (stored: the file being written is gone)."""
+        entry = handle.entry
+        await self._refresh(entry)
+        if isinstance(entry.node, PendingFile) or not isinstance(entry.node, FileNode):
+            raise Discarded(f"{entry.path}: the file being written was discarded")
+        handle.vfile = await self._thread(entry.node.vfile)
+        handle.live, handle.pending = False, None
+
     @fuse_errors
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
+        if isinstance(handle, _FileHandle):
+            handle.entry.reading.pop(fh, None)
         if self.writes is not None and isinstance(handle, WriteHandle):
             async with self._told():
                 await self.writes.release_handle(handle)
