@@ -28,7 +28,8 @@ from polyfs.store import open_store
 pytestmark = [pytest.mark.mount]
 
 TTL = 1.0
-SOON = 8.0  # seconds a change may take to show: a few domain_ttl passes, far below the 60 s timeout
+SOON = 20.0  # seconds a change may take to show (polled): a few domain_ttl passes on a loaded
+# machine, far below the 60 s timeout
 
 
 def build(root: Path) -> None:
@@ -115,7 +116,7 @@ def test_a_change_through_one_view_drops_names_the_kernel_holds_in_the_others(st
     n5 = m.path / "n5/k.n5"
     cache([n5 / "c/attributes.json", n5 / "c/1/1", m.path / "tiff/k/c.tif"])
     assert not os.system(f"rm -r '{m.path / 'zarr/k.zarr/c'}'")
-    until(lambda: gone(n5 / "c"), within=3.0)
+    until(lambda: gone(n5 / "c"))
     assert gone(n5 / "c/1/1") and gone(m.path / "tiff/k/c.tif")
 
 
@@ -125,7 +126,7 @@ def test_a_domain_deleted_through_the_mount_leaves_every_view_at_once(store, mou
     m = mount_store(str(store), "domain_ttl=3600")  # no watcher pass: the write path alone must do it
     cache([m.path / "n5/k.n5/c/0/0", m.path / "zarr/k.zarr/c/zarr.json", m.path / "tiff/k/a.tif"])
     os.unlink(m.path / "hdf5/k.h5")
-    until(lambda: gone(m.path / "zarr/k.zarr"), within=3.0)
+    until(lambda: gone(m.path / "zarr/k.zarr"))
     for p in ("n5/k.n5/c/0/0", "zarr/k.zarr/c/zarr.json", "tiff/k/a.tif", "n5/k.n5"):
         assert gone(m.path / p), p
     assert "k.zarr" not in os.listdir(m.path / "zarr")

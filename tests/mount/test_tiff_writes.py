@@ -493,7 +493,7 @@ def test_bad_files_are_refused_and_leave_the_store_as_it_was(mount_store, import
                 f.write(data)
             assert ei.value.errno in (errno.EINVAL, errno.EIO, errno.EOPNOTSUPP), (why, name)
             assert snapshot(store) == before, (why, name)
-            deadline = time.monotonic() + 3  # an incomplete file is logged at its release, after close()
+            deadline = time.monotonic() + 30  # an incomplete file is logged at its release, after close()
             while len(refusal_lines(m, rel)) == seen and time.monotonic() < deadline:
                 time.sleep(0.05)
             lines = refusal_lines(m, rel)

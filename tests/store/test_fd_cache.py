@@ -92,7 +92,7 @@ def test_bounded_count_and_closed_when_idle(tmp_path):
         assert s.get_range(f"k/{i}", 0, 1) == b"x"
         assert len(s._fds) <= 4
     assert open_fds() <= before + 4
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 30  # polled: a loaded machine may run the sweeper late
     while len(s._fds) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(s._fds) == 0 and open_fds() <= before  # the sweeper closed them all

@@ -25,7 +25,7 @@ def test_a_burst_trims_once_now_and_once_at_the_end_of_the_window(monkeypatch):
     for _ in range(50):  # a burst of stored files
         memory.trim()
     assert len(libc.trims) == 1
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # polled: a loaded machine may run the timer late
     while len(libc.trims) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert len(libc.trims) == 2, "the trim skipped inside the window never happened"
