@@ -47,6 +47,16 @@ READ_PIECE = 1 << 20  # bytes per read request
 WRITE_PIECE = 128 << 10  # bytes per write request (the kernel's usual maximum)
 
 
+def _pid_max() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return 1 << 22  # Linux's upper bound for pid_max
+
+
+_PID_MAX = _pid_max()
+
+
 class FsError(OSError):
     """An operation refused with an errno (what the kernel hands the caller)."""
 
@@ -83,7 +93,13 @@ class FS:
         return FS(self.url, **options)
 
     def as_pid(self, pid: int) -> FS:
-        """The same mount as seen by another process (its own read-modify-write bases)."""
+        """The same mount as seen by another process (its own read-modify-write bases).
+
+        The daemon keeps bases per thread group, read from ``/proc/<pid>/status``: the number
+        given is moved past ``pid_max``, where no task lives. ``os.getpid() + 101`` and
+        ``+ 202`` were at times two threads of one busy process (a daemon of a mount test
+        in the other xdist worker), so both "processes" were one writer to the daemon."""
+        pid = _PID_MAX + pid
         other = object.__new__(FS)
         other.__dict__.update(self.__dict__)
         other.pid = pid
