@@ -117,7 +117,10 @@ class Reader:
         trailer kept from the old bytes would otherwise close the new body of a chunk of the
         same size (its layout cannot tell them apart): a reader got a member failing its
         CRC check, and zarr-python wrote that back as an untouched chunk of its shard."""
-        self.rewrites.begin(keys)
+        epoch = self.rewrites.begin(keys)
+        recent = _recent(self.ctx)
+        if recent is not None:  # the versions kept for these keys end here (read as of before)
+            recent.ended(keys, epoch)
         self.forget_chunks(keys)
 
     def rewritten(self, keys: set[str]) -> None:
@@ -327,7 +330,7 @@ class Reader:
                 fetched.setdefault(k, []).append((s, f.result()))
         return fetched
 
-    def _assemble(self, pieces: list[Piece], nowait: bool) -> bytearray | None:
+    def _assemble(self, pieces: list[Piece], nowait: bool, as_of: int | None = None) -> bytearray | None:
         """The pieces in one buffer, each chunk in it from one version (see ``rewrites``):
         a read of chunks being rewritten waits for the rewrite, one that overlapped a
         rewrite of its chunks is made again. With ``nowait`` it does neither (None)."""
@@ -342,7 +345,7 @@ class Reader:
                         return None
                     gate.wait_quiet(keys)
             since = gate.epoch
-            out = self._assemble_once(pieces, nowait)
+            out = self._assemble_once(pieces, nowait, as_of)
             if out is None or gate.still(since):
                 return out
             keys = keys or _chunk_keys(pieces)
@@ -352,13 +355,17 @@ class Reader:
                 return None
         return out
 
-    def _assemble_once(self, pieces: list[Piece], nowait: bool) -> bytearray | None:
+    def _assemble_once(self, pieces: list[Piece], nowait: bool, as_of: int | None = None) -> bytearray | None:
         """The pieces in one buffer (pyfuse3 replies from any buffer).
 
         Local stores read each range straight into its place (``preadv``): no
         extra copy. With ``nowait`` nothing may block: produced bytes must be
-        cached and stored ranges in the page cache, else None.
+        cached and stored ranges in the page cache, else None. ``as_of``: the
+        epoch the file was opened at (chunks rewritten since are read as they were).
         """
+        pins = self._pins(pieces, as_of)
+        if pins and nowait:
+            return None
         total = 0
         for p in pieces:
             if nowait and isinstance(p, ProducedPiece) and self.cache.get(p.producer.cache_key) is None:
@@ -374,7 +381,10 @@ class Reader:
                 view[pos:pos + n] = p.data
             elif isinstance(p, RangePiece):
                 n = p.length
-                if nowait:
+                pinned = pins.get(p.key) if pins else None
+                if pinned is not None and p.object_size in (-1, len(pinned)) and p.start + n <= len(pinned):
+                    view[pos:pos + n] = memoryview(pinned)[p.start:p.start + n]
+                elif nowait:
                     try:
                         got = self.store.read_into_nowait(p.key, p.start, view[pos:pos + n], p.object_size)
                     except (ChunkChanged, ChunkMissing, NotFound):
@@ -393,40 +403,115 @@ class Reader:
             else:
                 assert isinstance(p, ProducedPiece)
                 n = p.length
-                data = self.cache.get(p.producer.cache_key) if nowait else self.produced(p.producer)
+                made_from = _made_from(p.producer.cache_key)
+                if pins and made_from in pins:
+                    data = self._produce_pinned(p.producer, made_from, pins[made_from])  # type: ignore[arg-type]
+                else:
+                    data = self.cache.get(p.producer.cache_key) if nowait else self.produced(p.producer)
                 if data is None:
                     return None
                 view[pos:pos + n] = memoryview(data)[p.start:p.start + n]
             pos += n
         return out
 
-    def execute(self, pieces: list[Piece]) -> bytearray:
-        out = self._assemble(pieces, nowait=False)
+    def _pins(self, pieces: list[Piece], as_of: int | None) -> dict[str, bytes]:
+        """The chunks of ``pieces`` this daemon rewrote since epoch ``as_of``, as they were
+        then (kept versions still held): a file open since reads them so, whatever their
+        size. A chunk read in several requests was else half old, half new when a rewrite
+        kept its size (uncompressed chunks), where a disk's descriptor reads the old file."""
+        if as_of is None or as_of >= self.rewrites.epoch:
+            return {}
+        recent = _recent(self.ctx)
+        if recent is None:
+            return {}
+        pins: dict[str, bytes] = {}
+        for k in set(_chunk_keys(pieces)):
+            if isinstance(k, str) and (held := recent.as_of(k, as_of)) is not None:
+                pins[k] = held
+        return pins
+
+    def _produce_pinned(self, producer: Any, key: str, data: bytes) -> bytes:
+        """What ``producer`` makes from version ``data`` of ``key`` (not cached: the cache
+        holds what is made from the store's versions)."""
+        out = producer.produce(_PinnedContext(self.ctx, key, data))
+        if len(out) != producer.length:
+            raise ChunkMissing(f"produced {len(out)} bytes for {producer.cache_key}, planned {producer.length}")
+        return out
+
+    def execute(self, pieces: list[Piece], as_of: int | None = None) -> bytearray:
+        out = self._assemble(pieces, nowait=False, as_of=as_of)
         assert out is not None
         return out
 
-    def read_nowait(self, vfile: VFile, offset: int, size: int) -> bytearray | list[Piece]:
+    def read_nowait(self, vfile: VFile, offset: int, size: int,
+                    as_of: int | None = None) -> bytearray | list[Piece]:
         """The read, if it can be served without blocking (literal bytes, cached
         produced bytes, stored ranges already in the page cache); else its plan, which
-        the caller hands to :meth:`read` in a worker thread (planned once per request)."""
+        the caller hands to :meth:`read` in a worker thread (planned once per request).
+        ``as_of``: the epoch the file was opened at (see :meth:`_pins`)."""
         pieces = vfile.plan(offset, size)
-        out = self._assemble(pieces, nowait=True)
+        out = self._assemble(pieces, nowait=True, as_of=as_of)
         if out is None:
             return pieces
         self._read_ahead(vfile, offset, size)
         return out
 
-    def read(self, vfile: VFile, offset: int, size: int, pieces: list[Piece] | None = None) -> bytes | bytearray:
+    def read(self, vfile: VFile, offset: int, size: int, pieces: list[Piece] | None = None,
+             as_of: int | None = None) -> bytes | bytearray:
         """Bytes ``[offset, offset+size)`` of a virtual file (short only at its end);
-        ``pieces``: its plan when the caller has it already (:meth:`read_nowait`)."""
+        ``pieces``: its plan when the caller has it already (:meth:`read_nowait`);
+        ``as_of``: the epoch the file was opened at (see :meth:`_pins`)."""
         if pieces is None:
             pieces = vfile.plan(offset, size)
         self._read_ahead(vfile, offset, size)
-        if len(pieces) == 1 and isinstance(pieces[0], RangePiece) and self.store.concurrent_fetches:
+        if len(pieces) == 1 and isinstance(pieces[0], RangePiece) and self.store.concurrent_fetches \
+                and (as_of is None or as_of >= self.rewrites.epoch):
             p = pieces[0]
             ahead = self._fetched_ahead(p)
             return ahead if ahead is not None else self._fetch(p.key, p.start, p.length, p.object_size)
-        return self.execute(pieces)
+        return self.execute(pieces, as_of)
+
+
+def _recent(ctx: Any) -> Any:
+    """The write side's kept versions (``store/recent.py``), if the context has a catalog."""
+    return getattr(getattr(ctx, "catalog", None), "recent", None)
+
+
+class _PinnedStore:
+    """A store that reads one object as a given version (a file open since before it was
+    rewritten) and everything else as the store it wraps."""
+
+    def __init__(self, inner: Any, key: str, data: bytes) -> None:
+        self._inner, self._key, self._data = inner, key, data
+
+    def get(self, key: str) -> bytes:
+        return self._data if key == self._key else self._inner.get(key)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        return self._data[start:start + length] if key == self._key else self._inner.get_range(key, start, length)
+
+    def read_into(self, key: str, start: int, buf: memoryview, expect_size: int = -1) -> int:
+        if key != self._key:
+            return self._inner.read_into(key, start, buf, expect_size)
+        if expect_size >= 0 and expect_size != len(self._data):
+            raise ChunkChanged(f"chunk {key}: the version read is {len(self._data)} bytes, planned {expect_size}")
+        part = self._data[start:start + len(buf)]
+        buf[:len(part)] = part
+        return len(part)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _PinnedContext:
+    """A producer's context whose store reads one chunk as a pinned version."""
+
+    def __init__(self, ctx: Any, key: str, data: bytes) -> None:
+        self._ctx = ctx
+        self.store = _PinnedStore(ctx.store, key, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
 
 
 def _made_from(key: Hashable) -> object:

@@ -33,12 +33,15 @@ class Rewrites:
     def epoch(self) -> int:
         return self._epoch
 
-    def begin(self, keys: Iterable[str]) -> None:
+    def begin(self, keys: Iterable[str]) -> int:
+        """A rewrite of ``keys`` begins; returns its epoch (files opened before it read the
+        versions it replaces, see ``Reader._pins``)."""
         with self._cond:
             self._epoch += 1
             for k in keys:
                 self._busy[k] = self._busy.get(k, 0) + 1
                 self._last[k] = self._epoch
+            return self._epoch
 
     def end(self, keys: Iterable[str]) -> None:
         with self._cond:

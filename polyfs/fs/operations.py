@@ -68,6 +68,7 @@ class _FileHandle:
     vfile: Any
     live: bool = False  # a file being written: reading plans I/O, never on the FUSE loop
     pending: Any = None  # that file (PendingFile): read as it is now, also past its size at open
+    as_of: int | None = None  # the reader's rewrite epoch at open: chunks rewritten since read as then
 
 
 def _held_open(entry: InodeEntry, attr: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
@@ -571,10 +572,11 @@ class Operations(pyfuse3.Operations):
         if self.writes is not None:
             self.writes.note_read_open(ctx.pid, entry.path, opened_at)
         live = isinstance(entry.node, PendingFile)
+        as_of = self.reader.rewrites.epoch  # before the layout: what it lays out is at least this new
         vfile = entry.node.vfile() if entry.node.built and not live else await self._thread(entry.node.vfile)
         if self.writes is not None and not live:
             self.writes.note_read_file(ctx.pid, entry.path, vfile)
-        fh = self._new_fh(_FileHandle(entry, vfile, live, entry.node if live else None))
+        fh = self._new_fh(_FileHandle(entry, vfile, live, entry.node if live else None, as_of))
         if not live:
             entry.reading[fh] = vfile.size
         # The kernel keeps its page cache across opens while the file is unchanged;
@@ -600,12 +602,12 @@ class Operations(pyfuse3.Operations):
                 await self._read_as_stored(handle)
         pieces = None
         if not handle.live:
-            got = self.reader.read_nowait(handle.vfile, off, size)  # page-cached: no hand-off
+            got = self.reader.read_nowait(handle.vfile, off, size, handle.as_of)  # page-cached: no hand-off
             if not isinstance(got, list):
                 return got
             pieces = got  # planned once: the worker thread executes this plan
         try:
-            return await self._thread(self.reader.read, handle.vfile, off, size, pieces)
+            return await self._thread(self.reader.read, handle.vfile, off, size, pieces, handle.as_of)
         except ChunkChanged:
             # the domain's files are re-planned (catalog.chunk_changed): sizes the kernel
             # holds may be wrong now, for every file of the domain in every view
@@ -621,6 +623,7 @@ class Operations(pyfuse3.Operations):
         await self._refresh(entry)
         if isinstance(entry.node, PendingFile) or not isinstance(entry.node, FileNode):
             raise Discarded(f"{entry.path}: the file being written was discarded")
+        handle.as_of = self.reader.rewrites.epoch
         handle.vfile = await self._thread(entry.node.vfile)
         handle.live, handle.pending = False, None
 

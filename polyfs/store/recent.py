@@ -18,11 +18,16 @@ RECENT_BYTES = 32 << 20  # replaced versions held, in all (part of the daemon's 
 
 
 class RecentVersions:
-    """(key, size) -> the bytes of a version of ``key`` that was replaced; thread-safe."""
+    """Versions of chunk objects replaced a moment ago, each with the rewrite that ended it;
+    thread-safe. Looked up by size (a layout planned with that size) or by the epoch a file
+    was opened at (``rewrites.py``: the version current then, whatever its size)."""
 
     def __init__(self, budget: int = RECENT_BYTES) -> None:
         self.budget = budget
-        self._held: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._held: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # (key, serial) -> bytes
+        self._ended: dict[tuple[str, int], int] = {}  # (key, serial) -> epoch of the rewrite that replaced it
+        self._serials: dict[str, list[int]] = {}  # key -> its held versions, oldest first
+        self._serial = 0
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -31,19 +36,47 @@ class RecentVersions:
         if len(data) > self.budget // 8:  # one huge chunk would push out everything else
             return
         with self._lock:
-            old = self._held.pop((key, len(data)), None)
-            if old is not None:
-                self._bytes -= len(old)
-            self._held[(key, len(data))] = bytes(data)
+            self._serial += 1
+            self._held[(key, self._serial)] = bytes(data)
+            self._serials.setdefault(key, []).append(self._serial)
             self._bytes += len(data)
             while self._bytes > self.budget:
-                _, gone = self._held.popitem(last=False)
+                (k, n), gone = self._held.popitem(last=False)
                 self._bytes -= len(gone)
+                self._ended.pop((k, n), None)
+                left = self._serials.get(k, [])
+                if n in left:
+                    left.remove(n)
+                if not left:
+                    self._serials.pop(k, None)
+
+    def ended(self, keys: set[str], epoch: int) -> None:
+        """The rewrite of ``keys`` that began at ``epoch`` replaces the versions kept for them
+        and not yet dated (kept by ``keep`` just before)."""
+        with self._lock:
+            for k in keys:
+                for n in self._serials.get(k, ()):
+                    self._ended.setdefault((k, n), epoch)
 
     def get(self, key: str, size: int) -> bytes | None:
-        """The replaced version of ``key`` that was ``size`` bytes long, if still held."""
+        """The newest replaced version of ``key`` that was ``size`` bytes long, if still held."""
         with self._lock:
-            return self._held.get((key, size))
+            for n in reversed(self._serials.get(key, ())):
+                data = self._held[(key, n)]
+                if len(data) == size:
+                    return data
+        return None
+
+    def as_of(self, key: str, epoch: int) -> bytes | None:
+        """``key``'s content at ``epoch``, if a rewrite dated later replaced it and that
+        version is still held (else None: the store's is the one, or it is gone)."""
+        with self._lock:
+            best: tuple[int, int] | None = None
+            for n in self._serials.get(key, ()):
+                end = self._ended.get((key, n))
+                if end is not None and end > epoch and (best is None or end < best[0]):
+                    best = (end, n)
+            return self._held[(key, best[1])] if best is not None else None
 
 
 def kept_version(ctx: Any, key: str, size: int) -> bytes | None:

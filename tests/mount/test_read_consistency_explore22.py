@@ -6,9 +6,7 @@ atomic rename and an open descriptor keeps the old inode. Found broken:
 
 - Same-size rewrites (every rewrite of an uncompressed chunk): an open descriptor reading a
   chunk in two requests gets the old version's first part and the new version's second part
-  (still so: pinned kernel-free, as a strict xfail, in
-  ``tests/unit/test_read_consistency_explore22_ops.py``; through the kernel its page cache
-  may or may not still hold the first read's pages, so a mount test of it would flake).
+  (now a descriptor reads every chunk as of its open: ``Reader._pins``).
   zarr-python reading 2 MiB raw chunks while another process rewrote them got a chunk of two
   versions, silently, in 2-5% of its reads (h5py re-opening ``hdf5/``: 7 in 125); the kernel
   splits one read() of more than 1 MiB into several FUSE requests.
@@ -57,6 +55,25 @@ def _chunks(block: np.ndarray):
     for i in range(0, SHAPE[0], CH[0]):
         for j in range(0, SHAPE[1], CH[1]):
             yield (i, j), block[i:i + CH[0], j:j + CH[1]]
+
+
+def test_a_chunk_read_in_two_requests_through_one_descriptor_is_one_version(mount_store, tmp_path):
+    m = mount_store(str(_store(tmp_path, "none")))
+    h5 = m.path / "hdf5" / "x.h5"
+    with h5py.File(h5, "r") as f:
+        info = f["A"].id.get_chunk_info(0)
+    assert info.size == CH[0] * CH[1] * 4  # raw: every rewrite has the same size
+    fd = os.open(h5, os.O_RDONLY)
+    try:
+        half = info.size // 2
+        first = os.pread(fd, half, info.byte_offset)
+        zarr.open_array(str(m.path / "zarr" / "x.zarr" / "A"), mode="r+")[:] = 7.0
+        second = os.pread(fd, info.size - half, info.byte_offset + half)
+    finally:
+        os.close(fd)
+    got = np.frombuffer(first + second, "<f4")
+    old = _noise()[:CH[0], :CH[1]].ravel()
+    assert (got == old).all() or (got == 7.0).all(), "one chunk, two versions"
 
 
 @pytest.mark.parametrize("view", ["hdf5", "tiff"])

@@ -2,10 +2,11 @@
 directly (no kernel): what the daemon itself serves to a descriptor opened before a write.
 
 - SEMANTICS.md ("Close-to-open"): a chunk this daemon rewrote underneath an open file is read
-  as the version the file was opened with, as on a local disk. Versions are told apart by
+  as the version the file was opened with, as on a local disk. Versions were told apart by
   size (``polyfs/store/recent.py``), so a same-size rewrite (every rewrite of an uncompressed
-  chunk) is served as the new bytes: a chunk read in two requests through one descriptor is
-  half old, half new. A read() of more than 1 MiB is two FUSE requests, so zarr-python read
+  chunk) was served as the new bytes: a chunk read in two requests through one descriptor was
+  half old, half new. Descriptors are now pinned to the rewrite epoch of their open
+  (``Reader._pins``). A read() of more than 1 MiB is two FUSE requests, so zarr-python read
   2 MiB raw chunks of two versions while another process rewrote them (2-5% of its reads).
 - A descriptor opened while another process was writing the file reads the writer's pages;
   once the writer closed, every read of it was EIO ("the file being written was discarded",
@@ -53,8 +54,6 @@ def _open_read(fs: FS, path: str):
     return fs.open_file(path, os.O_RDONLY)
 
 
-@pytest.mark.xfail(strict=True, reason="same-size rewrites are served as the new bytes to a descriptor "
-                   "opened before them (versions kept by size only); see the explore-22 report")
 def test_a_descriptor_reads_one_version_of_a_chunk_rewritten_at_the_same_size(fs):
     h5 = "hdf5/x.h5"
     with h5py.File(io.BytesIO(fs.read_file(h5)), "r") as f:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 from polyfs.reader import Reader
+from polyfs.store.recent import RecentVersions
 from polyfs.store.memory import MemoryStore
 from polyfs.vfile import Produced, VFile
 
@@ -49,7 +50,8 @@ class SlowCopy:
 class Ctx:
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self.catalog = type("Catalog", (), {"rewrite_watchers": [], "dataset_listeners": []})()
+        self.catalog = type("Catalog", (), {"rewrite_watchers": [], "dataset_listeners": [],
+                                            "recent": RecentVersions()})()
 
 
 def test_a_transcode_overtaken_by_a_rewrite_is_not_cached():
@@ -234,4 +236,35 @@ def test_a_read_of_a_chunk_being_rewritten_waits_for_the_commit():
     got = read_across_commit_end(reader, vf, 8, lambda: store.put(KEY, b"new!"),
                                  "read a chunk in the middle of its commit")
     assert got == b"new!new!"
+    reader.close()
+
+
+def test_a_file_open_before_a_same_size_rewrite_reads_the_version_it_opened():
+    """Body and trailer alike: a descriptor opened before the rewrite reads the kept version,
+    one opened after it the new one, and what is made for the first is not cached for the
+    second."""
+    from polyfs.vfile import Stored
+
+    store = MemoryStore()
+    store.put(KEY, b"old!")
+    reader = Reader(Ctx(store))
+    vf = VFile([Stored(KEY, 0, 4, 4), Produced(Copy())])
+    opened = reader.rewrites.epoch
+    assert bytes(reader.read(vf, 0, 2, as_of=opened)) == b"ol"  # the first request
+    (w,) = reader.ctx.catalog.rewrite_watchers
+    reader.ctx.catalog.recent.keep(KEY, store.get(KEY))  # as the write side does, before the commit
+    w.rewriting({KEY})
+    store.put(KEY, b"new!")  # the same size: its layout cannot tell
+    w.rewritten({KEY})
+    assert bytes(reader.read(vf, 2, 6, as_of=opened)) == b"d!old!"  # the second request
+    later = reader.rewrites.epoch
+    assert bytes(reader.read(vf, 0, 8, as_of=later)) == b"new!new!"
+    assert bytes(reader.read(vf, 0, 8)) == b"new!new!"
+    reader.ctx.catalog.recent.keep(KEY, store.get(KEY))
+    w.rewriting({KEY})
+    store.put(KEY, b"nxt!")
+    w.rewritten({KEY})
+    assert bytes(reader.read(vf, 0, 8, as_of=opened)) == b"old!old!"
+    assert bytes(reader.read(vf, 0, 8, as_of=later)) == b"new!new!"
+    assert bytes(reader.read(vf, 0, 8, as_of=reader.rewrites.epoch)) == b"nxt!nxt!"
     reader.close()
