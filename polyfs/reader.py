@@ -432,8 +432,12 @@ class Reader:
 
     def _produce_pinned(self, producer: Any, key: str, data: bytes) -> bytes:
         """What ``producer`` makes from version ``data`` of ``key`` (not cached: the cache
-        holds what is made from the store's versions)."""
-        out = producer.produce(_PinnedContext(self.ctx, key, data))
+        holds what is made from the store's versions). A layout planned after the rewrite
+        (opened while it landed) has the new version's size: that one is made, as stored."""
+        try:
+            out = producer.produce(_PinnedContext(self.ctx, key, data))
+        except ChunkChanged:
+            return self.produced(producer)
         if len(out) != producer.length:
             raise ChunkMissing(f"produced {len(out)} bytes for {producer.cache_key}, planned {producer.length}")
         return out

@@ -268,3 +268,41 @@ def test_a_file_open_before_a_same_size_rewrite_reads_the_version_it_opened():
     assert bytes(reader.read(vf, 0, 8, as_of=later)) == b"new!new!"
     assert bytes(reader.read(vf, 0, 8, as_of=reader.rewrites.epoch)) == b"nxt!nxt!"
     reader.close()
+
+
+@dataclass(frozen=True)
+class SizedCopy:
+    """A production planned from a version ``stored_size`` bytes long (a gzip trailer reads
+    the stream's tail at that size)."""
+
+    stored_size: int
+    length: int = 4
+
+    @property
+    def cache_key(self) -> Hashable:
+        return ("gzip-trailer", KEY, self.stored_size)
+
+    def produce(self, ctx: Any) -> bytes:
+        buf = bytearray(self.stored_size)
+        n = ctx.store.read_into(KEY, 0, memoryview(buf), self.stored_size)
+        return bytes(buf[:n])[-4:]
+
+
+def test_a_file_laid_out_after_a_rewrite_it_opened_before_reads_the_new_version():
+    """Opened while a rewrite landed: its epoch is older than the rewrite but its layout has
+    the new version's size. The old version does not fit that layout: the new one is read,
+    body and trailer, never an EIO."""
+    from polyfs.vfile import Stored
+
+    store = MemoryStore()
+    store.put(KEY, b"old!")
+    reader = Reader(Ctx(store))
+    opened = reader.rewrites.epoch
+    (w,) = reader.ctx.catalog.rewrite_watchers
+    reader.ctx.catalog.recent.keep(KEY, store.get(KEY))
+    w.rewriting({KEY})
+    store.put(KEY, b"longer!!")
+    w.rewritten({KEY})
+    vf = VFile([Stored(KEY, 0, 8, 8), Produced(SizedCopy(8))])  # laid out from the new listing
+    assert bytes(reader.read(vf, 0, 12, as_of=opened)) == b"longer!!er!!"
+    reader.close()
