@@ -18,16 +18,17 @@ RECENT_BYTES = 32 << 20  # replaced versions held, in all (part of the daemon's 
 
 
 class RecentVersions:
-    """Versions of chunk objects replaced a moment ago, each with the rewrite that ended it;
-    thread-safe. Looked up by size (a layout planned with that size) or by the epoch a file
-    was opened at (``rewrites.py``: the version current then, whatever its size)."""
+    """Versions of chunk objects replaced a moment ago, each dated by the rewrite that ended
+    it; thread-safe. One per object and size (the newest replaced), as layouts tell versions
+    apart by size: so the bytes held do not grow with the number of rewrites of one chunk.
+    Looked up by size (a layout planned with that size) or by the epoch a file was opened
+    at (``rewrites.py``: the version current then, while it is the one held)."""
 
     def __init__(self, budget: int = RECENT_BYTES) -> None:
         self.budget = budget
-        self._held: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # (key, serial) -> bytes
-        self._ended: dict[tuple[str, int], int] = {}  # (key, serial) -> epoch of the rewrite that replaced it
-        self._serials: dict[str, list[int]] = {}  # key -> its held versions, oldest first
-        self._serial = 0
+        self._held: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # (key, size) -> bytes
+        self._ended: dict[tuple[str, int], int] = {}  # (key, size) -> epoch of the rewrite that replaced it
+        self._sizes: dict[str, set[int]] = {}  # key -> the sizes held for it
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -35,44 +36,44 @@ class RecentVersions:
         """``data`` was ``key``'s content until now (a newer version is about to replace it)."""
         if len(data) > self.budget // 8:  # one huge chunk would push out everything else
             return
+        at = (key, len(data))
         with self._lock:
-            self._serial += 1
-            self._held[(key, self._serial)] = bytes(data)
-            self._serials.setdefault(key, []).append(self._serial)
+            old = self._held.pop(at, None)
+            if old is not None:
+                self._bytes -= len(old)
+            self._ended.pop(at, None)  # a newer version of that size: not dated yet
+            self._held[at] = bytes(data)
+            self._sizes.setdefault(key, set()).add(len(data))
             self._bytes += len(data)
             while self._bytes > self.budget:
                 (k, n), gone = self._held.popitem(last=False)
                 self._bytes -= len(gone)
                 self._ended.pop((k, n), None)
-                left = self._serials.get(k, [])
-                if n in left:
-                    left.remove(n)
-                if not left:
-                    self._serials.pop(k, None)
+                sizes = self._sizes.get(k)
+                if sizes is not None:
+                    sizes.discard(n)
+                    if not sizes:
+                        del self._sizes[k]
 
     def ended(self, keys: set[str], epoch: int) -> None:
         """The rewrite of ``keys`` that began at ``epoch`` replaces the versions kept for them
         and not yet dated (kept by ``keep`` just before)."""
         with self._lock:
             for k in keys:
-                for n in self._serials.get(k, ()):
+                for n in self._sizes.get(k, ()):
                     self._ended.setdefault((k, n), epoch)
 
     def get(self, key: str, size: int) -> bytes | None:
-        """The newest replaced version of ``key`` that was ``size`` bytes long, if still held."""
+        """The replaced version of ``key`` that was ``size`` bytes long, if still held."""
         with self._lock:
-            for n in reversed(self._serials.get(key, ())):
-                data = self._held[(key, n)]
-                if len(data) == size:
-                    return data
-        return None
+            return self._held.get((key, size))
 
     def as_of(self, key: str, epoch: int) -> bytes | None:
-        """``key``'s content at ``epoch``, if a rewrite dated later replaced it and that
-        version is still held (else None: the store's is the one, or it is gone)."""
+        """``key``'s content at ``epoch``: the held version a rewrite dated later replaced
+        first (None: none is held, the store's is the one)."""
         with self._lock:
             best: tuple[int, int] | None = None
-            for n in self._serials.get(key, ()):
+            for n in self._sizes.get(key, ()):
                 end = self._ended.get((key, n))
                 if end is not None and end > epoch and (best is None or end < best[0]):
                     best = (end, n)
