@@ -112,6 +112,12 @@ class KernelNotifier:
         """The number of the last push that queued names (what :meth:`wait_named` takes)."""
         return self._named
 
+    def names_sent(self, upto: int) -> bool:
+        """Whether the names of pushes up to ``upto`` were sent already: a request that
+        changed nothing the kernel holds has nothing to wait for, and no thread to wait in."""
+        with self._cond:
+            return self._named_sent >= upto
+
     def wait_named(self, upto: int, timeout: float) -> bool:
         """Wait until the names of pushes up to ``upto`` were sent, at most ``timeout`` s (the
         kernel drops those names by itself soon after: a lock nobody foresaw costs this wait,

@@ -274,6 +274,13 @@ class Operations(pyfuse3.Operations):
     def resolve(self, path: str) -> Node:
         """The node at ``path`` now (views may have re-rendered since it was looked up);
         files being written win over the view's."""
+        node = self._walk(path, inline=False)
+        assert node is not None
+        return node
+
+    def _walk(self, path: str, inline: bool) -> Node | None:
+        """:meth:`resolve`; ``inline``: None instead of loading a directory that needs I/O
+        (the caller is the FUSE loop, and hands the walk to a thread then)."""
         overlay = self.writes.overlay if self.writes is not None else None
         node = self.inodes.get(ROOT_INODE).node
         walked = ""
@@ -282,6 +289,8 @@ class Operations(pyfuse3.Operations):
             pending = overlay.get(walked) if overlay is not None else None
             child = pending if isinstance(pending, PendingFile) else None
             if child is None and isinstance(node, DirNode) and not isinstance(node, PendingDir):
+                if inline and not node.ready():
+                    return None
                 child = node.entries().get(name)
             if child is None:
                 child = pending
@@ -372,7 +381,10 @@ class Operations(pyfuse3.Operations):
             entry.version = version
             return
         try:
-            entry.node = await self._thread(self.resolve, entry.path)
+            # every lookup and getattr after a change comes here: a walk through directories
+            # already loaded is answered on the loop, without a thread hand-off
+            node = self._walk(entry.path, inline=True)
+            entry.node = node if node is not None else await self._thread(self.resolve, entry.path)
         except NotFound:
             pass  # gone from the views: operations on it fail as they should
         entry.version = version
@@ -677,7 +689,9 @@ class Operations(pyfuse3.Operations):
         ``locked``: inodes the kernel holds locked for this request (names in them go after)."""
         with self.kernel.locked(locked):
             yield
-            await self._thread(self.kernel.wait_named, self.kernel.named(), TOLD_TIMEOUT)
+            upto = self.kernel.named()
+            if not self.kernel.names_sent(upto):
+                await self._thread(self.kernel.wait_named, upto, TOLD_TIMEOUT)
 
     def _ino_of(self, parent_inode: int, name: bytes) -> int:
         """The inode of ``name`` in ``parent_inode`` if the mount knows it (0 if not)."""

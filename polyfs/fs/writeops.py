@@ -16,6 +16,7 @@ import errno
 import logging
 import os
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import pyfuse3
@@ -69,6 +70,19 @@ class WriteHandle:
         # its first bytes were refused by the format's head check (a netCDF-3 header in hdf5/):
         # the writer heard it at write(); its close and release store, and log, nothing more
         self.head_refused = False
+
+
+@dataclass
+class _CreatePlan:
+    """What ``create`` learned of a new name in one worker-thread call: a refusal by the
+    view's format, the file already there, or what a new file there would be."""
+    refused: str | None = None
+    existing: Node | None = None
+    target: Target | None = None
+    ingest: bool = False  # stored at flush (else scratch, or refused)
+    scratch: bool = False  # a tool's temporary above the domains (ScratchNames)
+    sidecar: tuple[str, str] | None = None  # see WriteSide._sidecar_of
+    head_check: Callable[[bytes], str | None] | None = None
 
 
 class ViewFile:
@@ -233,6 +247,20 @@ class WriteSide:
             at = min(at, pending.base_time)
         self._read_at.setdefault((self.process_of(pid), path), at)
 
+    def _pending_nowait(self, entry: InodeEntry, flags: int) -> PendingFile | None:
+        """:meth:`_pending_for` on the FUSE loop when it needs no I/O: the file is being written
+        here already (a create's own open) and nothing is to be truncated; else None."""
+        if entry.unlinked:
+            return None
+        with self.overlay.lock:
+            node = self.overlay.files.get(entry.path)
+            if not isinstance(node, PendingFile) or (flags & os.O_TRUNC and node.size() > 0):
+                return None
+            node.opens += 1
+        if flags & os.O_TRUNC:
+            node.truncate(0)  # empty already: only clears a failed spill, as _pending_for does
+        return node
+
     def _pending_for(self, entry: InodeEntry, flags: int, pid: int) -> PendingFile:
         """The file's pending state, opened once more (``opens`` counts under the overlay's
         lock, so a release racing this open never discards what is being opened)."""
@@ -378,7 +406,9 @@ class WriteSide:
             raise IsADirectory(entry.path)
         writer = self.process_of(ctx.pid)
         base_time = self._read_at.get((writer, entry.path), time.time())
-        pending = await self.fs.run(self._pending_for, entry, flags, ctx.pid)
+        pending = self._pending_nowait(entry, flags)
+        if pending is None:
+            pending = await self.fs.run(self._pending_for, entry, flags, ctx.pid)
         pending.base_time = min(pending.base_time, base_time)  # its bytes are as old as its oldest writer's view
         fh = self.fs.new_fh(WriteHandle(entry, pending, writer, base_time))
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
@@ -389,17 +419,19 @@ class WriteSide:
         path = self.inodes.child_path(parent, text)
         self._writable(path, new=True)
         await self.fs.permit(path, "update", ctx)  # a file's bytes, new or not, are data
-        await self._refuse_name(path)
-        existing = await self.fs.run(self._lookup_node, parent, text)
-        if existing is not None:
+        # one hand-off for every check: a create holds its directory locked in the kernel, so
+        # each hand-off more delays every other create and rename there (a chunk per file)
+        plan = await self.fs.run(self._plan_create, parent, text, path)
+        if plan.refused:
+            raise UnsupportedType(f"{path}: {plan.refused}")
+        if plan.existing is not None:
             if flags & os.O_EXCL:
                 raise FileExistsError(errno.EEXIST, path)
-            entry = self.inodes.remember(path, existing)
+            entry = self.inodes.remember(path, plan.existing)
         else:
-            target = await self.fs.run(self.service.route, path)
-            ingest = await self.fs.run(self.service.is_ingestible, path)
-            if (target.domain is None or not target.rest) and not ingest \
-                    and not await self.fs.run(self.service.is_scratch, path):
+            target, ingest = plan.target, plan.ingest
+            assert target is not None
+            if (target.domain is None or not target.rest) and not ingest and not plan.scratch:
                 names = sorted({target.suffix, *target.view.keeps_names} - {""})
                 new = f", or a new domain here as <name>{' or <name>'.join(names)}" \
                     if target.domain is None and target.view.kind == "file" and names else ""
@@ -407,16 +439,16 @@ class WriteSide:
                                    f"(names are case-sensitive)" if new else
                                    f"{path}: files can only be made inside a domain's directory")
             if not ingest:
-                await self._refuse_orphan(path)
+                self._refuse_orphan(path, plan.sidecar)
             pending = PendingFile(path, ingest, self._read_at.get((self.process_of(ctx.pid), path), time.time()),
                                   self.budget)
-            pending.head_check = await self.fs.run(self.service.head_check, path) if ingest else None
+            pending.head_check = plan.head_check
             pending.writer = self.process_of(ctx.pid)
             pending.dirty = True
             pending.created = True
             self.overlay.add_file(pending)
             entry = self.inodes.remember(path, pending)
-        info = await self.open_write(entry, flags | os.O_TRUNC if existing is None else flags, ctx)
+        info = await self.open_write(entry, flags | os.O_TRUNC if plan.existing is None else flags, ctx)
         return info, self.fs.node_attr(entry.node, entry.ino, entry.path)
 
     async def _refuse_name(self, path: str) -> None:
@@ -426,12 +458,27 @@ class WriteSide:
         if why:
             raise UnsupportedType(f"{path}: {why}")
 
-    async def _refuse_orphan(self, path: str) -> None:
+    def _plan_create(self, parent: InodeEntry, name: str, path: str) -> _CreatePlan:
+        """What a new file at ``path`` is, from the store (call from a thread); checked in this
+        order: a name the format refuses, an existing file, then what the new file would be."""
+        why = self.service.refused_name(path)
+        if why:
+            return _CreatePlan(refused=why)
+        existing = self._lookup_node(parent, name)
+        if existing is not None:
+            return _CreatePlan(existing=existing)
+        target = self.service.route(path)
+        ingest = self.service.is_ingestible(path)
+        scratch = (target.domain is None or not target.rest) and not ingest and self.service.is_scratch(path)
+        return _CreatePlan(target=target, ingest=ingest, scratch=scratch,
+                           sidecar=None if ingest else self._sidecar_of(path),
+                           head_check=self.service.head_check(path) if ingest else None)
+
+    def _refuse_orphan(self, path: str, side: tuple[str, str] | None) -> None:
         """A sidecar (GDAL's ``x.tif.msk``) whose document is not stored (else it is ingestible)
         is kept as scratch only while that document is being written here: it is stored when the
         document is (``_adopt_below``). Beside no document it would vanish at unmount: refused
-        (EOPNOTSUPP, one log line)."""
-        side = await self.fs.run(self._sidecar_of, path)
+        (EOPNOTSUPP, one log line). ``side``: what :meth:`_sidecar_of` says of ``path``."""
         if side is not None and not isinstance(self.overlay.files.get(side[0]), PendingFile):
             raise UnsupportedType(f"{path}: {side[1]}")
 
@@ -505,14 +552,27 @@ class WriteSide:
             raise
         await self._adopt_below(handle.pending.path)
 
-    async def _adopt_below(self, path: str) -> None:
+    def _ingest_and_look_below(self, node: PendingFile, path: str) -> list[tuple[PendingFile, bool]]:
+        """Store ``node`` as the file at ``path``, then say which scratch files beside it are
+        ingestible now (see :meth:`_adopt_below`): one hand-off for a rename, which the kernel
+        runs with its directories locked."""
+        self._ingest(node, path)
+        return [(p, ok) for p, ok in self._look_below(path) if p is not node]
+
+    def _look_below(self, path: str) -> list[tuple[PendingFile, bool]]:
+        """The scratch files below ``path``'s directory, each with whether it is ingestible now."""
+        return [(p, self.service.is_ingestible(p.path)) for p in self.overlay.scratch_below(path.rsplit("/", 1)[0])]
+
+    async def _adopt_below(self, path: str, checked: list[tuple[PendingFile, bool]] | None = None) -> None:
         """Files written into a directory before it was an array: ``cp -r`` and rsync write
         chunk files before the array's metadata when the directory lists them first. They
         were kept as scratch; now that ``path`` (stored) made the array, they are its chunk
         files, and are stored as such (one refused is logged: its writer has closed it)."""
-        waiting = self.overlay.scratch_below(path.rsplit("/", 1)[0])
-        for p in waiting:
-            if not await self.fs.run(self.service.is_ingestible, p.path) or not self.overlay.holds(p):
+        if checked is None:
+            checked = await self.fs.run(self._look_below, path) if self.overlay.scratch_below(
+                path.rsplit("/", 1)[0]) else []
+        for p, ingestible in checked:
+            if not ingestible or not self.overlay.holds(p):
                 continue  # not a chunk file of it, or unlinked or renamed meanwhile
             p.ingest = p.dirty = True
             if p.opens > 0:
@@ -695,17 +755,18 @@ class WriteSide:
         self._writable(dst, new=True)
         await self.fs.permit(src, "update", ctx)  # a file being written, published under its name
         await self.fs.permit(dst, "update", ctx)
-        await self._refuse_name(dst)
+        why, ingest = await self.fs.run(lambda: (self.service.refused_name(dst), self.service.is_ingestible(dst)))
+        if why:
+            raise UnsupportedType(f"{dst}: {why}")
         node = self.overlay.get(src)
         if not isinstance(node, PendingFile):
             raise CrossDevice(f"{src} -> {dst}: only files being written can be renamed; tools copy instead")
-        ingest = await self.fs.run(self.service.is_ingestible, dst)
         started = time.time()
         if ingest:
             node.dirty = True
             # the writer's read-modify-write began when it last read the target, not the temporary
             node.base_time = self._read_at.get((self.process_of(ctx.pid), dst), node.base_time)
-            await self.fs.run(self._ingest, node, dst)
+            checked = await self.fs.run(self._ingest_and_look_below, node, dst)
             self.overlay.drop(src)
             self.inodes.rename(src, dst, started)
             old = self.overlay.get(dst)
@@ -715,7 +776,7 @@ class WriteSide:
                 self._retire(old)
             node.path, node.ingest = dst, True
             self._retire(node)  # stored: its pages go now (at its last close if still open)
-            await self._adopt_below(dst)
+            await self._adopt_below(dst, checked)
             self.fs.bump()
             return
         if await self.fs.run(self._still_shown, dst):  # would hide a stored file, and be kept nowhere
