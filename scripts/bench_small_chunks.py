@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from bench_write import daemon_pid, fmt, mount, status_mib, umount  # beside this script
 from fuse_ceiling import Ceiling
 
