@@ -250,30 +250,29 @@ class WriteSide:
     def _pending_nowait(self, entry: InodeEntry, flags: int) -> PendingFile | None:
         """:meth:`_pending_for` on the FUSE loop when it needs no I/O: the file is being written
         here already (a create's own open) and nothing is to be truncated; else None."""
-        if entry.unlinked:
-            return None
+        return None if entry.unlinked else self._reopen(entry.path, flags, emptied_only=True)
+
+    def _reopen(self, path: str, flags: int, emptied_only: bool = False) -> PendingFile | None:
+        """The file being written at ``path``, opened once more (``opens`` counts under the
+        overlay's lock, so a release racing this open never discards what is being opened),
+        truncated for ``O_TRUNC``; None if none is. ``emptied_only``: None also when
+        ``O_TRUNC`` would drop bytes (spilled pages: I/O, not for the FUSE loop)."""
         with self.overlay.lock:
-            node = self.overlay.files.get(entry.path)
-            if not isinstance(node, PendingFile) or (flags & os.O_TRUNC and node.size() > 0):
+            node = self.overlay.files.get(path)
+            if not isinstance(node, PendingFile) or (emptied_only and flags & os.O_TRUNC and node.size() > 0):
                 return None
             node.opens += 1
         if flags & os.O_TRUNC:
-            node.truncate(0)  # empty already: only clears a failed spill, as _pending_for does
+            node.truncate(0)
         return node
 
     def _pending_for(self, entry: InodeEntry, flags: int, pid: int) -> PendingFile:
-        """The file's pending state, opened once more (``opens`` counts under the overlay's
-        lock, so a release racing this open never discards what is being opened)."""
+        """The file's pending state, opened once more (see :meth:`_reopen`)."""
         path = entry.path
         if entry.unlinked:
             return self._orphan_for(entry, flags, pid)
-        with self.overlay.lock:
-            node = self.overlay.files.get(path)
-            if isinstance(node, PendingFile):
-                node.opens += 1
-        if isinstance(node, PendingFile):
-            if flags & os.O_TRUNC:
-                node.truncate(0)
+        node = self._reopen(path, flags)
+        if node is not None:
             return node
         base_time = self._read_at.get((self.process_of(pid), path), time.time())
         if isinstance(entry.node, PendingFile):  # retired since (stored, or refused): the view's file now

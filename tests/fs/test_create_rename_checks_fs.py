@@ -33,6 +33,15 @@ def publish(fs: FS, tmp: str, final: str, data: bytes) -> None:
     h.close()
 
 
+def zarr_array() -> FS:
+    """A mount-like FS holding domain ``zarr/d.zarr`` with the 4x4 int16 array ``a``."""
+    fs = FS()
+    fs.mkdir("zarr/d.zarr")
+    fs.mkdir("zarr/d.zarr/a")
+    fs.write_json("zarr/d.zarr/a/zarr.json", ZARR_META)
+    return fs
+
+
 @pytest.mark.parametrize("view", ["zarr", "n5"])
 def test_chunks_written_before_metadata_published_by_rename_are_stored(view: str) -> None:
     """rsync's order (``c`` sorts before ``zarr.json``): chunk files land first, as scratch,
@@ -66,10 +75,7 @@ def test_create_refuses_a_name_the_format_refuses() -> None:
 
 
 def test_create_of_an_existing_file_with_o_excl_is_eexist_and_without_it_opens_it() -> None:
-    fs = FS()
-    fs.mkdir("zarr/d.zarr")
-    fs.mkdir("zarr/d.zarr/a")
-    fs.write_json("zarr/d.zarr/a/zarr.json", ZARR_META)
+    fs = zarr_array()
     fs.makedirs("zarr/d.zarr/a/c/0")
     fs.write_file("zarr/d.zarr/a/c/0/0", BLOCK.astype("<i2").tobytes())
     assert fs.errno_of(fs.create_excl, "zarr/d.zarr/a/c/0/0") == errno.EEXIST
@@ -90,10 +96,7 @@ def test_create_above_the_domains_is_refused_and_a_scratch_file_in_a_domain_is_k
 
 
 def test_a_chunk_file_outside_the_extent_is_refused_at_its_rename_and_the_store_kept() -> None:
-    fs = FS()
-    fs.mkdir("zarr/d.zarr")
-    fs.mkdir("zarr/d.zarr/a")
-    fs.write_json("zarr/d.zarr/a/zarr.json", ZARR_META)
+    fs = zarr_array()
     before = fs.snapshot()
     fs.makedirs("zarr/d.zarr/a/c/9")
     h = fs.open_file("zarr/d.zarr/a/c/9/.9.tmp", os.O_RDWR | os.O_CREAT | os.O_EXCL)
