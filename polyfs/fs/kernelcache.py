@@ -82,15 +82,19 @@ class KernelNotifier:
         self._t = threading.Thread(target=self._run, name="polyfs-kernel-notify", daemon=True)
         self._t.start()
 
-    def push_entries(self, entries: Iterable[InodeEntry], every_inode: bool = False) -> int:
+    def push_entries(self, entries: Iterable[InodeEntry]) -> int:
         """Drop what the kernel may hold of ``entries``: names and attributes handed out with
-        a timeout not yet over, pages of files opened (``every_inode``: every inode's
-        attributes and pages, whatever was handed out)."""
+        a timeout not yet over, pages of files opened. Nothing else: attributes handed out
+        with timeout 0 (files of a domain written through the mount) are asked for again at
+        each use, and a file opened again gets its cached pages dropped at that open (its
+        layout is a new one, see ``Operations.open``). Invalidating every inode of a domain at
+        each change made each of ``rm``'s unlinks in a directory of N files cost N
+        notifications."""
         now = time.monotonic()
         inos: set[int] = set()
         names: set[tuple[int, bytes]] = set()
         for e in entries:
-            if every_inode or e.attr_until > now or e.served is not None:
+            if e.attr_until > now or e.served is not None:
                 e.attr_until = 0.0
                 inos.add(e.ino)
             if e.name_until > now:

@@ -176,7 +176,7 @@ class WriteSide:
         if prefixes and not prefixes.issubset(self._volatile):
             self._volatile = tuple(sorted(set(self._volatile) | prefixes))
         self.fs.bump()
-        self.fs.kernel.push_entries(entries_below(self.inodes, prefixes), every_inode=True)
+        self.fs.kernel.push_entries(entries_below(self.inodes, prefixes))
 
     def volatile(self, path: str) -> bool:
         """True for paths of domains written through this mount (kernel caches stay off)."""

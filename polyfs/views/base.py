@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..vfile import Literal, VFile
@@ -60,21 +61,21 @@ class Node:
 class DirNode(Node):
     """A directory whose entries are computed once by ``loader``."""
 
-    def __init__(self, name: str, loader: Callable[[], dict[str, Node]] | dict[str, Node],
+    def __init__(self, name: str, loader: Callable[[], Mapping[str, Node]] | dict[str, Node],
                  mtime: float | None = None, cheap: bool = False) -> None:
         """``cheap``: the loader only arranges data already in memory (no I/O)."""
         self.name = name
         self.cheap = cheap
         self.mtime = mtime if mtime is not None else time.time()
         self._loader = loader
-        self._entries: dict[str, Node] | None = loader if isinstance(loader, dict) else None
+        self._entries: Mapping[str, Node] | None = loader if isinstance(loader, dict) else None
         self._lock = threading.Lock()
 
     @property
     def is_dir(self) -> bool:
         return True
 
-    def entries(self) -> dict[str, Node]:
+    def entries(self) -> Mapping[str, Node]:
         if self._entries is None:
             with self._lock:
                 if self._entries is None:

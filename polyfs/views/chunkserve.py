@@ -41,7 +41,6 @@ from ..errors import ChunkMissing, CodecError, PolyfsError
 from ..model.chunks import ChunkIndex
 from ..model.schema import Dataset
 from ..vfile import ChunkRun, Produced, Segment
-from .base import DirNode, Node
 from .transcode import CRC32C_LEN, Crc32cTrailer, GzipTrailer, TranscodedChunk, fetch_chunk, with_crc32c
 
 GZIP_TRAILER_LEN = 8
@@ -282,31 +281,3 @@ def astype_transform(src: np.dtype, dst: np.dtype) -> Callable[[bytes], bytes]:
 
 def identity(raw: bytes) -> bytes:
     return raw
-
-
-# -- chunk-grid directories -------------------------------------------------------------
-SMALL_DIR = 512  # coord_tree: directories of up to this many files are grouped without numpy
-def coord_tree(name: str, coords: np.ndarray, rows: np.ndarray, depth: int,
-               make_file: Callable[[str, int], Node], mtime: float | None) -> DirNode:
-    """Directories ``i/j/.../k`` for the (lexicographically sorted) file coordinates ``coords[rows]``."""
-
-    def load() -> dict[str, Node]:
-        col = coords[rows, depth]
-        if len(rows) <= SMALL_DIR:  # the rows are sorted: runs of one value, found in Python
-            vals = col.tolist()  # (np.unique costs more than that on a few rows: one per directory)
-            starts = [i for i in range(len(vals)) if i == 0 or vals[i] != vals[i - 1]]
-            values_ = [vals[i] for i in starts]
-        else:
-            values_, starts = np.unique(col, return_index=True)
-        bounds = list(starts) + [len(rows)]
-        out: dict[str, Node] = {}
-        last = depth == coords.shape[1] - 1
-        for v, lo, hi in zip(values_, bounds[:-1], bounds[1:]):
-            child = str(int(v))
-            if last:
-                out[child] = make_file(child, int(rows[lo]))
-            else:
-                out[child] = coord_tree(child, coords, rows[lo:hi], depth + 1, make_file, mtime)
-        return out
-
-    return DirNode(name, load, mtime, cheap=True)  # numpy over known coordinates: no I/O

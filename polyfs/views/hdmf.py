@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import posixpath
+from collections import ChainMap
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Mapping
 
@@ -735,11 +736,9 @@ class Hierarchy:
         if plan is None:
             return None
 
-        def load() -> dict[str, Node]:
-            out: dict[str, Node] = {self.meta_name: literal_file(self.meta_name, dumps(plan.metadata()),
-                                                                 ds.last_modified or None)}
-            out.update(plan.file_entries())
-            return out
+        def load() -> Mapping[str, Node]:
+            meta = {self.meta_name: literal_file(self.meta_name, dumps(plan.metadata()), ds.last_modified or None)}
+            return ChainMap(meta, plan.file_entries())  # chunk files stay lazy (gridtree.py)
 
         return DirNode(name, load, ds.last_modified or None)
 

@@ -225,3 +225,50 @@ def test_a_notification_the_kernel_blocks_costs_the_wait_not_a_hang(monkeypatch)
     assert 0.15 < time.monotonic() - t < 3.0
     gate.set()
     assert kernel.wait_named(seq, 5.0) and calls == [("entry", d.ino, b"s0")]
+
+
+def test_deleting_a_chunk_file_notifies_what_the_kernel_holds_not_every_sibling(sent, monkeypatch):
+    """``rm`` of one chunk file of a domain written through the mount: its siblings' names and
+    attributes were handed out with timeout 0 and nobody reads them, so the kernel is told of
+    the deleted name, directories it was handed and a file open for reading, not of all N
+    files (that
+    made each of ``rm``'s unlinks in a directory of N chunk files cost N notifications).
+    A lookup after the change builds the node of the name looked up, not one per file."""
+    from writeharness import FS, zarr_array_meta
+
+    import polyfs.formats.zarr.view as zview
+    fs = FS()
+    fs.mkdir("zarr/d.zarr")
+    fs.mkdir("zarr/d.zarr/a")
+    fs.write_json("zarr/d.zarr/a/zarr.json", zarr_array_meta((1, 64), "<i2", (1, 1), codecs=()))
+    fs.makedirs("zarr/d.zarr/a/c/0")
+    for i in range(64):
+        fs.write_file(f"zarr/d.zarr/a/c/0/{i}", np.int16(i).tobytes())
+    assert len(fs.ls("zarr/d.zarr/a/c/0")) == 64 and len(fs.ls("n5/d.n5/a")) == 65
+    inos = {i: fs.ino(f"zarr/d.zarr/a/c/0/{i}") for i in range(64)}
+    n5_inos = {i: fs.ino(f"n5/d.n5/a/{i}/0") for i in range(64)}  # known in another view too
+    reader = fs.open_file("zarr/d.zarr/a/c/0/9", os.O_RDONLY)
+    assert reader.read(0, 2) == np.int16(9).tobytes()
+    assert fs.ops.kernel.idle()
+    sent.clear()
+    made = []
+
+    class Counted(zview.FileNode):
+        def __init__(self, name, *a, **k):
+            made.append(name)
+            super().__init__(name, *a, **k)
+
+    monkeypatch.setattr(zview, "FileNode", Counted)
+    fs.unlink("zarr/d.zarr/a/c/0/5")
+    assert fs.ops.kernel.idle()
+    notified = {c[1] for c in sent if c[0] == "inode"}
+    assert inos[9] in notified  # open for reading: its pages go
+    assert len([i for i in range(64) if inos[i] in notified or n5_inos[i] in notified]) <= 2, sent
+    chunk_dir = fs.ino("zarr/d.zarr/a/c/0")
+    assert {c[2] for c in sent if c[0] == "entry" and c[1] == chunk_dir} <= {b"5"}, sent
+    assert fs.stat("zarr/d.zarr/a/c/0/7").st_size == 2
+    assert not fs.exists("zarr/d.zarr/a/c/0/5")
+    assert len(made) <= 2, made  # the names looked up, not all 63 files
+    assert len(fs.ls("zarr/d.zarr/a/c/0")) == 63  # a listing still shows every one
+    reader.close()
+    fs.close()

@@ -59,7 +59,7 @@ import math
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -72,6 +72,7 @@ from ...model.types import ArrayType, EnumType, FloatType, IntType, resolved
 from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
+from ...views.gridtree import coord_tree
 from . import FORMAT
 from .spec import (HINT_AXIS_ATTRS, HINT_COMPRESSION, HINT_ZLIB, META, N5_KEYS, N5_VERSION, block_header,
                    compression_for, data_type_name, declared_compression, group_skip, not_per_axis)
@@ -274,7 +275,7 @@ class DatasetPlan:
         items = cs.build_items(self.src, self.edge_recipe(dims), np.asarray([linear], dtype=np.int64))
         return VFile([Literal(block_header(tuple(reversed(dims))))] + items.segments)
 
-    def file_entries(self) -> dict[str, Node]:
+    def file_entries(self) -> Mapping[str, Node]:
         grid = self.grid  # the stored grid plus 1s for array-type dims: same linear indexes
         if self.fill_block is None:
             linear = self.src.index.linear
@@ -306,7 +307,7 @@ class DatasetPlan:
             return FileNode(name, lambda: self.block_vfile(lin), mtime, size_hint=hint, cheap_hint=True,
                             cheap_build=known)
 
-        first = cs.coord_tree("", rev, np.arange(len(rev)), 0, make_file, mtime)
+        first = coord_tree("", rev, np.arange(len(rev)), 0, make_file, mtime)
         return first.entries()
 
 

@@ -93,7 +93,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -109,6 +109,7 @@ from ...model.types import resolved
 from ...vfile import Literal, VFile
 from ...views import chunkserve as cs
 from ...views import hdmf
+from ...views.gridtree import coord_tree
 from . import FORMAT, cf, spec
 from .numcodecs_chain import HINT_NUMCODECS, NumcodecsChain
 from .spec import CHUNK_DIR, META
@@ -561,7 +562,7 @@ class ArrayPlan:
             sizes = sizes + self.spelling.index.nbytes(math.prod(self.factors))
         return sizes
 
-    def file_entries(self) -> dict[str, Node]:
+    def file_entries(self) -> Mapping[str, Node]:
         """``c`` (a directory tree of shard/chunk files, or the file of a scalar)."""
         lay = self.layout
         if len(lay.files) == 0:
@@ -586,8 +587,8 @@ class ArrayPlan:
             names = (keys.key(tuple(int(c) for c in row)) for row in coords.tolist())
             return {name: make_file(name, r) for name, r in zip(names, rows.tolist())}
         if keys.name == "default":
-            return {CHUNK_DIR: cs.coord_tree(CHUNK_DIR, coords, rows, 0, make_file, mtime)}
-        return cs.coord_tree("", coords, rows, 0, make_file, mtime).entries()  # v2 "0/0": no "c" level
+            return {CHUNK_DIR: coord_tree(CHUNK_DIR, coords, rows, 0, make_file, mtime)}
+        return coord_tree("", coords, rows, 0, make_file, mtime).entries()  # v2 "0/0": no "c" level
 
 
 class FileLayout:
