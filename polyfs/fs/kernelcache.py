@@ -84,18 +84,21 @@ class KernelNotifier:
 
     def push_entries(self, entries: Iterable[InodeEntry]) -> int:
         """Drop what the kernel may hold of ``entries``: names and attributes handed out with
-        a timeout not yet over, pages of files opened. Nothing else: attributes handed out
-        with timeout 0 (files of a domain written through the mount) are asked for again at
-        each use, and a file opened again gets its cached pages dropped at that open (its
-        layout is a new one, see ``Operations.open``). Invalidating every inode of a domain at
-        each change made each of ``rm``'s unlinks in a directory of N files cost N
-        notifications."""
+        a timeout not yet over, pages of files open for reading or opened since the last
+        push. Nothing else: attributes handed out with timeout 0 (files of a domain written
+        through the mount) are asked for again at each use, and a file whose pages were
+        dropped gets them dropped again when it is next opened (``served`` is forgotten here,
+        so that open cannot keep the cache, see ``Operations.open``). Invalidating every inode
+        of a domain at each change made each of ``rm``'s unlinks in a directory of N files
+        cost N notifications; so did every write after a read of all its files."""
         now = time.monotonic()
         inos: set[int] = set()
         names: set[tuple[int, bytes]] = set()
         for e in entries:
-            if e.attr_until > now or e.served is not None:
+            if e.attr_until > now or e.served is not None or e.reading:
                 e.attr_until = 0.0
+                if not e.reading:
+                    e.served = None
                 inos.add(e.ino)
             if e.name_until > now:
                 e.name_until = 0.0
