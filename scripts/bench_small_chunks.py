@@ -3,11 +3,12 @@ chunks (one file each), then ``rm`` of those files, as ratios against the same o
 native directory and through the pyfuse3 ceiling, measured in the same run (the
 machines are shared and noisy).
 
-    .venv/bin/python scripts/bench_small_chunks.py [--chunks 2048] [--rounds 1] [--workdir DIR]
+    .venv/bin/python scripts/bench_small_chunks.py [--chunks 2048] [--flat] [--rounds 1] [--workdir DIR]
 
-Data: uint16 (chunks/64, 64) with 1x1 chunks, zstd level 3: every chunk is a file of
-a few bytes, so what is timed is the per-file work (create, write, rename, and the
-commit behind each rename on the mount), not bytes. zarr-python writes many chunks
+Data: uint16 (chunks/64, 64) with 1x1 chunks (``--flat``: (1, chunks), every chunk file
+in one directory: the per-file cost must not grow with the directory), zstd level 3:
+every chunk is a file of a few bytes, so what is timed is the per-file work (create,
+write, rename, and the commit behind each rename on the mount), not bytes. zarr-python writes many chunks
 at once (``async.concurrency``), most of them into one directory, whose lock the
 kernel holds across each create and rename: a mount's per-file latency there is paid
 once per file, not once per concurrent writer.
@@ -21,6 +22,7 @@ to compare commits (``--src`` runs the daemon from another polyfs tree).
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import subprocess
 import sys
@@ -34,22 +36,22 @@ from fuse_ceiling import Ceiling
 SIDES = ["native", "ceiling", "mount"]
 
 
-def write_array(path: Path, n: int) -> float:
+def write_array(path: Path, shape: tuple[int, int]) -> float:
     import zarr
     import zarr.codecs
 
     t0 = time.perf_counter()
-    arr = zarr.create_array(store=str(path), shape=(n // 64, 64), chunks=(1, 1), dtype="uint16",
+    arr = zarr.create_array(store=str(path), shape=shape, chunks=(1, 1), dtype="uint16",
                             compressors=zarr.codecs.ZstdCodec(level=3), fill_value=0, zarr_format=3)
-    arr[:] = np.arange(n, dtype="uint16").reshape(n // 64, 64)
+    arr[:] = np.arange(math.prod(shape), dtype="uint16").reshape(shape)
     return time.perf_counter() - t0
 
 
-def read_back(path: Path, n: int) -> bool:
+def read_back(path: Path, shape: tuple[int, int]) -> bool:
     import zarr
 
     return bool(np.array_equal(zarr.open_array(str(path), mode="r")[:],
-                               np.arange(n, dtype="uint16").reshape(n // 64, 64)))
+                               np.arange(math.prod(shape), dtype="uint16").reshape(shape)))
 
 
 def delete_chunks(path: Path) -> float:
@@ -64,8 +66,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1, help="runs per side; the best is kept")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench-small"))
     ap.add_argument("--src", type=Path, default=None, help="run the daemon from this polyfs tree")
+    ap.add_argument("--flat", action="store_true", help="shape (1, N): every chunk file in one directory")
     args = ap.parse_args()
     n = max(64, args.chunks // 64 * 64)
+    shape = (1, n) if args.flat else (n // 64, 64)
     work: Path = args.workdir
     store, mnt, native, plain = work / "store", work / "mnt", work / "native", work / "ceiling-src"
     for d in (store, native, plain):
@@ -76,7 +80,7 @@ def main() -> int:
     log.unlink(missing_ok=True)
     best: dict[str, list[float]] = {s: [float("inf"), float("inf")] for s in SIDES}
     ok = True
-    print(f"{n} chunk files of (1, 1) uint16, zstd; {args.rounds} round(s)", flush=True)
+    print(f"{n} chunk files of (1, 1) uint16, zstd, shape {shape}; {args.rounds} round(s)", flush=True)
     mount(store, mnt, log, args.src)
     try:
         pid = daemon_pid(mnt)
@@ -87,8 +91,8 @@ def main() -> int:
                              "mount": mnt / "zarr" / f"d{rnd}.zarr" / "a"}[side]
                     if side == "mount":
                         where.parent.mkdir()
-                    w = write_array(where, n)
-                    if side == "mount" and not read_back(where, n):
+                    w = write_array(where, shape)
+                    if side == "mount" and not read_back(where, shape):
                         print("  mount: read back differs", flush=True)
                         ok = False
                     d = delete_chunks(where)
