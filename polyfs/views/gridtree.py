@@ -17,7 +17,7 @@ import numpy as np
 
 from .base import DirNode, Node
 
-SMALL_DIR = 512  # directories of up to this many rows are grouped without numpy
+SMALL_DIR = 512  # directories of up to this many rows are grouped in Python, larger ones in numpy
 
 
 class GridEntries(Mapping[str, Node]):
@@ -73,9 +73,9 @@ def coord_tree(name: str, coords: np.ndarray, rows: np.ndarray, depth: int,
             vals = col.tolist()  # (np.unique costs more than that on a few rows: one per directory)
             starts = [i for i in range(len(vals)) if i == 0 or vals[i] != vals[i - 1]]
             values = [vals[i] for i in starts]
-        else:
-            uniq, first = np.unique(col, return_index=True)
-            values, starts = uniq.tolist(), first.tolist()
+        else:  # sorted too: a value starts where the column steps (no sort, as np.unique would)
+            first = np.concatenate([[0], np.flatnonzero(col[1:] != col[:-1]) + 1])
+            values, starts = col[first].tolist(), first.tolist()
         bounds = starts + [len(rows)]
         if depth == coords.shape[1] - 1:
             return GridEntries(values, bounds, lambda child, lo, hi: make_file(child, int(rows[lo])))

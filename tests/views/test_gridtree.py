@@ -49,3 +49,37 @@ def test_sparse_coordinates_in_a_small_directory() -> None:
     assert list(top["0"].entries()) == ["3", "17"] and "4" not in top["0"].entries()
     assert top["12"].entries()["1"].name == "1" and made == [3]
     assert dict.fromkeys(top) == {"0": None, "5": None, "12": None}
+
+
+@pytest.mark.parametrize("grid,factors", [((5, 7), (1, 1)), ((5, 7), (2, 3)), ((), ()), ((9,), (1,))])
+def test_zarr_file_layout_groups_chunks_into_files(grid, factors) -> None:
+    """A file per chunk takes the shortcut (nothing sorted or grouped); shards group their
+    inner chunks. Both must say the same as working it out from coordinates."""
+    from polyfs.formats.zarr.view import FileLayout
+
+    rng = np.random.default_rng(7)
+    total = int(np.prod(grid)) if grid else 1
+    linear = np.sort(rng.choice(total, size=max(1, total * 2 // 3), replace=False)).astype(np.int64)
+    lay = FileLayout(linear, grid, factors)
+    storage, fac = grid or (1,), factors or (1,)
+    coords = np.stack(np.unravel_index(linear, storage), axis=-1)
+    file_grid = tuple(-(-g // k) for g, k in zip(storage, fac))
+    owner = np.ravel_multi_index(tuple((coords // np.asarray(fac)).T), file_grid)
+    assert lay.file_grid == file_grid and lay.files.tolist() == sorted(set(owner.tolist()))
+    for f in lay.files.tolist():
+        members, inner = lay.members(f)
+        mine = linear[owner == f]
+        assert sorted(members.tolist()) == mine.tolist()
+        expect_inner = np.ravel_multi_index(tuple((np.stack(np.unravel_index(members, storage), -1)
+                                                   % np.asarray(fac)).T), fac)
+        assert inner.tolist() == expect_inner.tolist()
+        assert inner.tolist() == sorted(inner.tolist())  # inner chunks in shard-index order
+
+
+def test_sparse_coordinates_in_a_large_directory() -> None:
+    made: list[int] = []
+    top = tree([(i, 3 * j) for i in (0, 4) for j in range(600)], made).entries()
+    assert list(top) == ["0", "4"]
+    row = top["4"].entries()
+    assert len(row) == 600 and list(row)[:3] == ["0", "3", "6"] and "1" not in row and "1797" in row
+    assert row["1797"].name == "1797" and made == [600 + 599]

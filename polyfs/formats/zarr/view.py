@@ -599,6 +599,13 @@ class FileLayout:
         storage = grid if grid else (1,)
         fac = factors if grid else (1,)
         self.file_grid = tuple(-(-g // k) for g, k in zip(storage, fac))
+        linear = np.asarray(linear, dtype=np.int64)
+        if all(k == 1 for k in fac) and bool(np.all(linear[1:] > linear[:-1])):
+            # a file per chunk, listed in order (the chunk index is): nothing to group or sort,
+            # which an array of many chunk files re-rendered at every change paid each time
+            self.flin, self.ilin, self.linear = linear, np.zeros(linear.shape, np.int64), linear
+            self.files = linear
+            return
         if linear.size:
             coords = np.stack(np.unravel_index(linear, storage), axis=-1)
             fac_a = np.asarray(fac, dtype=np.int64)
