@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..vfile import Literal, VFile
