@@ -333,11 +333,11 @@ class CrcTable:
         if new.size == 0:
             return self
         e = self.entries
-        if keep_old:
-            old = {(int(a), int(b)) for a, b in zip(new["linear"], new["adler"])}
-            drop = np.fromiter(((int(a), int(b)) in old for a, b in zip(e["linear"], e["adler"])), bool, e.size)
-        else:
-            drop = np.isin(e["linear"], new["linear"])
+        drop = np.isin(e["linear"], new["linear"])  # numpy over the table, Python over the few hits:
+        if keep_old:  # a commit of a large table must not walk all of it in Python
+            pairs = {(int(a), int(b)) for a, b in zip(new["linear"], new["adler"])}
+            for i in np.flatnonzero(drop).tolist():
+                drop[i] = (int(e["linear"][i]), int(e["adler"][i])) in pairs
         return CrcTable(np.sort(np.concatenate([e[~drop], new]), order="linear", kind="stable"), self.grid,
                         self.beyond)
 
