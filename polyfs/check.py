@@ -6,7 +6,11 @@ rebuildable from them, and an import that crashed before its ``.domain.json`` wa
 written leaves an unreachable ``db/<uuid1>/`` prefix behind. ``check`` finds both;
 ``--repair`` rebuilds the derived data and deletes unreachable prefixes (never
 anything a domain refers to, nor a prefix still being written: a running import's
-objects are unreachable until it commits). Derived data is judged as its users judge it: a
+objects are unreachable until it commits). An unreachable prefix that holds a whole
+domain (its root group, and every object that names, loads) is a domain whose
+``.domain.json`` was lost, not a crash's leftovers: ``--repair`` names it again, as
+``/lost+found/<uuid1>.h5``, and deletes none of it (deleting it would lose the data of
+a domain a stray ``rm`` of one small file took out of the listing). Derived data is judged as its users judge it: a
 persisted index is a fault only if the loader would use it and it is wrong.
 """
 from __future__ import annotations
@@ -19,10 +23,13 @@ from dataclasses import dataclass, field
 
 from .codecs.pipeline import adler32_of_zlib
 from .codecs.registry import DEFLATE
-from .errors import CodecError, PolyfsError, ReadOnly, one_line
-from .model import keys
+from .errors import AlreadyExists, CodecError, PolyfsError, ReadOnly, one_line
+from .model import ids, keys
 from .model.catalog import Catalog
+from .model.schema import Domain
 from .store import open_store
+
+LOST_FOUND = "/lost+found"  # where --repair names again the domains whose .domain.json was lost
 
 
 @dataclass
@@ -245,9 +252,13 @@ def _check_orphans(catalog: Catalog, live: set[str], repair: bool, report: Repor
             if keys.DB + uuid1 not in live:
                 orphans.setdefault(uuid1, []).append(prefix)
     if not repair:
-        for prefixes in orphans.values():
+        for uuid1, prefixes in orphans.items():
+            root = _lost_root(catalog, uuid1)
             for prefix in prefixes:
-                report.problems.append(f"{prefix}: objects no domain refers to (a crashed import?); run --repair")
+                report.problems.append(
+                    f"{prefix}: objects no domain refers to (a crashed import?); run --repair" if root is None else
+                    f"{prefix}: objects of root group {root}, which no .domain.json names (lost?); --repair names "
+                    f"the domain {_lost_path(uuid1)} if it loads, else deletes them")
         return
     if not orphans:
         return
@@ -265,9 +276,49 @@ def _check_orphans(catalog: Catalog, live: set[str], repair: bool, report: Repor
                 report.notes.append(f"{prefix}: objects no domain refers to yet, still being written (an import "
                                     "in progress?); left alone")
             continue
+        root = _lost_root(catalog, uuid1)
+        found = _recover(catalog, uuid1, root) if root is not None else None
+        if found is not None:
+            report.repaired.append(f"{keys.DB}{uuid1}: root group {root}, which no .domain.json named, "
+                                   f"is the domain {found} again (nothing deleted)")
+            continue
         for prefix in prefixes:
             n = store.delete_prefix(prefix)
             report.repaired.append(f"deleted {n} objects under {prefix} (no domain refers to them)")
+
+
+def _lost_path(uuid1: str) -> str:
+    return f"{LOST_FOUND}/{uuid1.rstrip('/')}.h5"
+
+
+def _lost_root(catalog: Catalog, uuid1: str) -> str | None:
+    """The id of the root group an unreachable ``db/<uuid1>/`` holds, or None (no root group
+    there: an import killed before its commit wrote one)."""
+    prefix = f"{keys.DB}{uuid1.rstrip('/')}/"
+    try:
+        body = catalog.get_json(f"{prefix}.group.json")
+        rid = body.get("id") if isinstance(body, dict) else None
+        if isinstance(rid, str) and ids.is_root(rid) and keys.domain_db_prefix(rid) == prefix:
+            return rid
+    except PolyfsError:
+        pass
+    return None
+
+
+def _recover(catalog: Catalog, uuid1: str, root: str) -> str | None:
+    """Name the domain of ``root`` at ``/lost+found/<uuid1>.h5``; its path if it loads there,
+    else None with no domain file left (a commit cut short: some objects missing)."""
+    path = _lost_path(uuid1)
+    try:
+        catalog.put_domain(Domain.new(path, root), new=True)
+    except AlreadyExists:
+        return None
+    try:
+        catalog.load(path)
+    except PolyfsError:
+        catalog.store.delete(keys.domain_key(path))
+        return None
+    return path
 
 
 def _snapshot(store, prefix: str) -> frozenset:

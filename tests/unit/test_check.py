@@ -118,3 +118,47 @@ def test_a_whole_float_extent_still_reads(tmp_path):
     body["shape"]["dims"] = [20.0, 20]
     cat.store.put(keys.dataset_key(d.id), json.dumps(body).encode())
     assert not check_store(url, deep=True).problems
+
+
+def _objects(store) -> dict[str, bytes]:
+    return {o.key: store.get(o.key) for o in store.list("")}
+
+
+def test_a_domain_whose_domain_file_was_lost_is_named_again_not_deleted(tmp_path, capsys):
+    """A stray ``rm`` of ``.domain.json`` leaves a whole domain unreachable: ``check`` says so,
+    and ``--repair`` names it again under /lost+found (before, it deleted every chunk)."""
+    url, cat, d = make(tmp_path)
+    store = cat.store
+    root = cat.load("/a.h5").domain.root
+    store.delete(keys.domain_key("/a.h5"))
+    before = _objects(store)
+    assert main(["check", url]) == 1
+    out = capsys.readouterr().out
+    assert f"root group {root}" in out and "/lost+found/" in out
+    assert _objects(store) == before  # a check without --repair changes nothing
+    r = check_store(url, repair=True)
+    uuid1 = keys.domain_db_prefix(root)[len("db/"):-1]
+    lost = f"/lost+found/{uuid1}.h5"
+    assert not r.problems and any(lost in x and "nothing deleted" in x for x in r.repaired), r.text()
+    after = _objects(store)
+    assert set(after) - set(before) == {keys.domain_key(lost)}  # one file made, nothing deleted
+    assert all(after[k] == v for k, v in before.items() if not k.startswith(keys.DERIVED))
+    model = Catalog(open_store(url)).load(lost)
+    assert model.domain.root == root and [ds.id for ds in model.datasets.values()] == [d.id]
+    r = check_store(url, deep=True)
+    assert not r.problems and r.checked == {"domains": 1, "datasets": 1, "chunks": 9}
+
+
+def test_a_root_group_whose_objects_are_incomplete_is_a_crashed_import_and_deleted(tmp_path):
+    """An import killed while its commit wrote the JSON objects: a root group that names a
+    dataset whose object never came. It does not load, so it is deleted as before, and no
+    /lost+found domain is left behind."""
+    url, cat, d = make(tmp_path)
+    store = cat.store
+    root = cat.load("/a.h5").domain.root
+    store.delete(keys.domain_key("/a.h5"))
+    store.delete(keys.object_key(d.id))
+    r = check_store(url, repair=True)
+    assert not r.problems, r.text()
+    assert not [k for k in _objects(store) if k.startswith(keys.domain_db_prefix(root))]
+    assert Catalog(open_store(url)).list_domains() == []
