@@ -19,7 +19,7 @@ from ..errors import AlreadyExists, InvalidInput, NotFound, SourceError, StoreEr
 from ..formats import by_name, formats
 from ..model import keys
 from ..model.catalog import Catalog
-from ..model.writer import DomainWriter
+from ..model.writer import DomainWriter, delete_root
 from ..store import open_store
 from ..views.root import view_conflict
 from .common import ImportOptions, parse_chunks, parse_codec
@@ -120,11 +120,9 @@ def import_source(source, store_url: str, domain: str | None = None, codec: str 
         module.import_into(src, writer, opts)
         missing_staged_chunks(store, writer)
     if old_root and old_root != writer.root_id:
-        for prefix in (keys.domain_db_prefix(old_root), *keys.derived_prefixes(old_root)):
-            try:
-                store.delete_prefix(prefix)
-            except Exception as exc:  # the new domain is in place; leftovers are garbage only
-                log.warning("could not delete the replaced domain's objects under %s: %s", prefix, exc)
+        # the new domain is in place; leftovers are garbage only
+        delete_root(store, old_root, lambda what, exc: log.warning(
+            "could not delete the replaced domain's objects under %s: %s", what, exc))
     return writer.path
 
 

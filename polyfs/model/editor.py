@@ -34,7 +34,7 @@ from .changes import ObjectChange
 from .schema import Attribute, Dataset, Domain, Group, Link, Shape, UNLIMITED, now
 from .tree import DomainModel, Obj
 from .types import DType
-from .writer import DomainWriter
+from .writer import DomainWriter, delete_root
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -101,8 +101,7 @@ class DomainEditor:
             self.catalog.invalidate(path)
             self.catalog.touch(path)
             if model.domain.root:
-                for prefix in (keys.domain_db_prefix(model.domain.root), *keys.derived_prefixes(model.domain.root)):
-                    self.store.delete_prefix(prefix)
+                delete_root(self.store, model.domain.root)
 
     def create_folder(self, path: str) -> None:
         """An HSDS folder: a ``.domain.json`` without a root group, what ``hstouch /a/b/``

@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 import zlib
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -330,3 +330,20 @@ def _all_fill(ds: Dataset, block: np.ndarray) -> bool:
 
 def chunk_count(ds: Dataset) -> int:
     return math.prod(ds.grid) if ds.grid else 1
+
+
+def delete_root(store: Any, root_id: str, on_error: Callable[[str, Exception], None] | None = None) -> None:
+    """Delete the objects of root ``root_id``, whose ``.domain.json`` is gone or names another
+    root now: its root group first, so what a failure (or a crash) leaves behind is never
+    taken by ``check --repair`` for a domain whose domain file was lost, named again rather
+    than deleted. ``on_error(what, exc)``: go on with the rest after a failure (else raise)."""
+    steps = [(keys.group_key(root_id), store.delete)]
+    steps += [(prefix, store.delete_prefix) for prefix in (keys.domain_db_prefix(root_id),
+                                                           *keys.derived_prefixes(root_id))]
+    for what, delete in steps:
+        try:
+            delete(what)
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(what, exc)

@@ -162,3 +162,25 @@ def test_a_root_group_whose_objects_are_incomplete_is_a_crashed_import_and_delet
     assert not r.problems, r.text()
     assert not [k for k in _objects(store) if k.startswith(keys.domain_db_prefix(root))]
     assert Catalog(open_store(url)).list_domains() == []
+
+
+def test_a_domain_deleted_halfway_is_not_named_again(tmp_path, monkeypatch):
+    """Deleting a domain removes its root group right after its .domain.json: objects a
+    failure leaves behind are a deletion's leftovers to --repair, never a lost domain to
+    bring back under /lost+found."""
+    from polyfs.errors import StoreError
+    from polyfs.model.editor import DomainEditor
+
+    url, cat, d = make(tmp_path)
+    root = cat.load("/a.h5").domain.root
+    store = cat.store
+    real = type(store).delete_prefix
+    monkeypatch.setattr(type(store), "delete_prefix", lambda self, prefix: (_ for _ in ()).throw(
+        StoreError(f"{prefix}: disk gone")))
+    with pytest.raises(StoreError):
+        DomainEditor(cat).delete_domain("/a.h5")
+    monkeypatch.setattr(type(store), "delete_prefix", real)
+    assert store.exists(keys.chunk_key(d.id, (0, 0))) and not store.exists(keys.group_key(root))
+    r = check_store(url, repair=True)
+    assert not r.problems and not [x for x in r.repaired if "lost+found" in x], r.text()
+    assert not store.exists(keys.chunk_key(d.id, (0, 0))) and Catalog(open_store(url)).list_domains() == []

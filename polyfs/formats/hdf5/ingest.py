@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInput, PolyfsError, UnsupportedType
-from ...model import keys
 from ...model.changes import ObjectChange
 from ...model.tree import DomainModel
-from ...model.writer import DomainWriter
+from ...model.writer import DomainWriter, delete_root
 from ...views.base import ViewContext
 from ...writes.protocol import ByteSource, DocumentChanges, SourceReader, WrittenFile
 from . import drivers
@@ -168,11 +167,12 @@ class Hdf5Ingester:
         self.catalog.invalidate(dom)
         self.catalog.touch(dom)
         if old is not None and old.domain.root and old.domain.root != writer.root_id:
-            for prefix in (keys.domain_db_prefix(old.domain.root), *keys.derived_prefixes(old.domain.root)):
-                try:
-                    self.catalog.store.delete_prefix(prefix)
-                except PolyfsError as exc:  # unreachable now: polyfs check --repair removes them
-                    log.warning("%s: objects of the replaced domain are left in the store: %s", where, exc)
+            def left(what: str, exc: Exception) -> None:  # unreachable now: polyfs check --repair removes them
+                if not isinstance(exc, PolyfsError):
+                    raise exc
+                log.warning("%s: objects of the replaced domain are left in the store (%s): %s", where, what, exc)
+
+            delete_root(self.catalog.store, old.domain.root, left)
 
 
 def _opened(src: WrittenFile, now: DomainModel) -> OpenedFile | None:
