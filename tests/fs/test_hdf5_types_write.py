@@ -33,3 +33,30 @@ def test_r_plus_write_keeps_exotic_types(tmp_path):
     for name in ("longdouble", "quad", "i24", "u12_offset_be", "spacepad", "regref"):
         res = subprocess.run(["h5diff", str(src), str(after), f"/{name}", f"/{name}"], capture_output=True, text=True)
         assert res.returncode == 0, f"{name}: {res.stdout[-2000:]}"
+
+
+def test_a_written_file_keeps_each_datasets_fill_time(tmp_path):
+    """h5py's file written into the HDF5 view: each dataset's fill time (HDF5's default, or
+    "never" as netCDF-C's NC_NOFILL makes it, or "at allocation") is stored and read back."""
+    from h5py import h5d
+
+    src = tmp_path / "ft.h5"
+    with h5py.File(src, "w") as f:
+        for name, when in (("never", h5d.FILL_TIME_NEVER), ("alloc", h5d.FILL_TIME_ALLOC),
+                           ("ifset", h5d.FILL_TIME_IFSET)):
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_chunk((4,))
+            dcpl.set_fill_time(when)
+            dcpl.set_fill_value(np.array([7], "<i4"))
+            h5d.create(f.id, name.encode(), h5py.h5t.STD_I32LE, h5py.h5s.create_simple((16,)), dcpl=dcpl)
+            f[name][:4] = np.arange(4)
+    fs = FS()
+    fs.write_file("hdf5/ft.h5", src.read_bytes())
+    back = tmp_path / "back.h5"
+    back.write_bytes(fs.fresh(read_only=True).read_file("hdf5/ft.h5"))
+    with h5py.File(src, "r") as orig, h5py.File(back, "r") as got:
+        for name in ("never", "alloc", "ifset"):
+            assert got[name].id.get_create_plist().get_fill_time() == \
+                orig[name].id.get_create_plist().get_fill_time(), name
+            assert got[name][()].tolist() == orig[name][()].tolist(), name
+    fs.close()

@@ -618,3 +618,42 @@ def test_gdal_reads_the_view(rich, tmp_path):
     assert all(f'HDF5:"{path}"://{n[1:]}' in info for n in names)
     sums = [checksum(path, name) for name in names]
     assert sums == [checksum(ref, name) for name in names] and all(sums)
+
+
+def _fill_time_file(path: Path) -> None:
+    """Three chunked int32 datasets with fill value 7, one per fill time, half written."""
+    from h5py import h5d
+
+    with h5py.File(path, "w") as f:
+        for name, when in (("never", h5d.FILL_TIME_NEVER), ("alloc", h5d.FILL_TIME_ALLOC),
+                           ("ifset", h5d.FILL_TIME_IFSET)):
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_chunk((4,))
+            dcpl.set_fill_time(when)
+            dcpl.set_fill_value(np.array([7], "<i4"))
+            h5d.create(f.id, name.encode(), h5py.h5t.STD_I32LE, h5py.h5s.create_simple((16,)), dcpl=dcpl)
+            f[name][:4] = np.arange(4)
+
+
+def test_fill_time_is_kept_and_served(tmp_path):
+    """A dataset's fill time (netCDF-C's NC_NOFILL is H5D_FILL_TIME_NEVER) is kept as HSDS's
+    ``fillTime`` and served in the fill value message: HDF5 then reads unwritten chunks of a
+    "never" dataset as the original file gives them, not as the fill value."""
+    from polyfs.importers import import_source
+
+    src = tmp_path / "ft.h5"
+    _fill_time_file(src)
+    url = str(tmp_path / "store")
+    import_source(src, url, progress=False)
+    store = open_store(url)
+    model = Catalog(store).load("/ft.h5")
+    kept = {name: model.resolve(name).creation_properties.get("fillTime") for name in ("never", "alloc", "ifset")}
+    assert kept == {"never": "H5D_FILL_TIME_NEVER", "alloc": "H5D_FILL_TIME_ALLOC", "ifset": None}
+    ctx, reader = make_ctx(store)
+    path = materialize(hdf5.domain_node(model, ctx, "ft.h5"), tmp_path / "view.h5", reader)
+    with h5py.File(src, "r") as orig, h5py.File(path, "r") as view:
+        for name in ("never", "alloc", "ifset"):
+            assert view[name].id.get_create_plist().get_fill_time() == \
+                orig[name].id.get_create_plist().get_fill_time(), name
+            assert view[name][()].tolist() == orig[name][()].tolist(), name
+            assert view[name].fillvalue == 7

@@ -27,6 +27,7 @@ from ...errors import UnsupportedType
 from ...model import types as T
 from ...model.schema import Shape
 from .dtypes import encode_type, shared_type
+from .filltime import DEFAULT_WRITE_TIME
 from .layout import AddrKey, Blob
 from .names import is_utf8_text, name_bytes
 from .structs import (ALLOC_INCREMENTAL, ALLOC_LATE, ATTRIBUTE_INFO, ATTRIBUTE_INFO_ORDERED, ATTRIBUTE_V1, ATTRIBUTE_V3, DATASPACE_V2,
@@ -136,10 +137,11 @@ def datatype(t: T.DType, constant: bool = True) -> Message:
     return Message(MSG_DATATYPE, body, FLAG_CONSTANT if constant else 0)
 
 
-def fill_value(value: bytes | Blob | None, chunked: bool) -> Message:
+def fill_value(value: bytes | Blob | None, chunked: bool, write_time: int = DEFAULT_WRITE_TIME) -> Message:
     """Fill value message 2: ``value`` None means the library default (zeros); a Blob is a
-    variable-length value (a heap id, its address filled at render time)."""
-    body = Blob(FILL_V2.pack(alloc_time=ALLOC_INCREMENTAL if chunked else ALLOC_LATE))
+    variable-length value (a heap id, its address filled at render time); ``write_time``:
+    when HDF5 writes it (see filltime.py)."""
+    body = Blob(FILL_V2.pack(alloc_time=ALLOC_INCREMENTAL if chunked else ALLOC_LATE, write_time=write_time))
     if value is None:
         body.write(FILL_SIZE.pack(size=0))
     else:

@@ -75,6 +75,7 @@ from . import dense
 from . import messages as M
 from .btree import ChunkBTree, Symbol, group_blocks
 from .dtypes import DiskEncoder, disk_fill, disk_itemsize, fixed, has_padding, same_bytes, to_disk
+from .filltime import write_time
 from .layout import Block, Blob, FilePlan, blob_block
 from .ncfill import shown_fill
 from .scales import Synthesized, synthesize
@@ -585,7 +586,7 @@ class DomainRenderer:
                 log.error("hdf5 view of %s: fill value of %s left out: %s", self.model.path, path, exc)
         dp.fill = fill
         chunked = dp.storage.startswith("chunked")
-        msgs.append(M.fill_value(shown, chunked))
+        msgs.append(M.fill_value(shown, chunked, write_time(ds.creation_properties)))
         if chunked:
             key = None if dp.btree is None or dp.btree.empty else dp.btree.key
             msgs.append(M.layout_chunked(key, ds.chunks, disk_itemsize(ds.type)))

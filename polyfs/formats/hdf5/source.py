@@ -53,6 +53,7 @@ from ...model.types import REF_ITEMSIZE
 from ...model.writer import DomainWriter
 from ...writes.protocol import SourceReader
 from . import drivers
+from .filltime import fill_time_property
 from .filters import LZF, h5py_with_plugins
 from .repack import copy_repacked, needs_repack, packed_filters
 from .region import selection_json
@@ -119,6 +120,7 @@ class _DatasetPlan:
     existing_only: bool  # write only chunks the source has
     unknown: list[tuple[int, str]] = field(default_factory=list)
     repack_from: list[Filter] | None = None  # copied chunks' filters in the file, if they are repacked
+    creation: dict[str, Any] = field(default_factory=dict)  # creationProperties kept as HSDS spells them
 
 
 class HDF5Importer:
@@ -365,12 +367,14 @@ class HDF5Importer:
                     fill = None
         except (ValueError, TypeError, OSError, PolyfsError):
             fill = None
+        creation = fill_time_property(dcpl)
         if copy:
             chunks = tuple(int(c) for c in d.chunks)
             repack = needs_repack(source_type)
             return _DatasetPlan(True, source_type, shape, chunks,
                                 packed_filters(filters, source_type) if repack else filters, fill,
-                                d.id.get_num_chunks() if shape.size else 0, True, [], filters if repack else None)
+                                d.id.get_num_chunks() if shape.size else 0, True, [], filters if repack else None,
+                                creation)
         # stored in the file's byte order, as copied chunks are: it is the one readers see (numpy's
         # '>f8' is refused by scipy.sparse, torch.from_numpy and pandas' dtype checks)
         dims = shape.array_shape
@@ -388,7 +392,8 @@ class HDF5Importer:
             n = int(np.prod([-(-x // c) for x, c in zip(dims, chunks)])) if dims else 1
             if dims and shape.size == 0:
                 n = 0
-        plan = _DatasetPlan(False, source_type, shape, chunks, new_filters, fill, n, chunked, unknown)
+        plan = _DatasetPlan(False, source_type, shape, chunks, new_filters, fill, n, chunked, unknown,
+                            creation=creation)
         if unknown and n:
             self._check_decodable(d, plan)
         return plan
@@ -468,7 +473,8 @@ class HDF5Importer:
                     p = obj.plan
                     layout = "H5D_CHUNKED" if p.chunks else "H5D_CONTIGUOUS"
                     obj.model = w.add_dataset(parent, link.name, p.source_type, p.shape, p.chunks or None,
-                                              p.filters, p.fill_value, layout_class=layout)
+                                              p.filters, p.fill_value, layout_class=layout,
+                                              creation_properties=dict(p.creation) or None)
 
     # -- pass 4: attributes ----------------------------------------------------------
     def ref_value(self, ref) -> bytes:
