@@ -693,14 +693,12 @@ class WriteSide:
                 return  # a scratch file: never reached the store
         if isinstance(node, PendingDir):
             raise IsADirectory(path)
-        target = await self.fs.run(self.service.route, path)
-        try:
-            await self.fs.run(self.service.unlink, path, self.process_of(ctx.pid))
-        except NotFound:
+        target, found = await self.fs.run(self._route_and_unlink, path, self.process_of(ctx.pid))
+        if not found:
             # gone already (its array was removed with its metadata): the kernel still
             # knew the name, so the unlink that removes it succeeds
             if node is None and self.inodes.peek(path) is None:
-                raise
+                raise NotFound(path)
             if await self.fs.run(self._still_shown, path):  # not gone: this name deletes nothing
                 raise NotPermitted(f"{path}: the view shows this file, but its writes do not take "
                                    f"this name, so it cannot be removed here; remove it through "
@@ -713,6 +711,16 @@ class WriteSide:
                 self._drop_dirs_of(target, path, here=False)  # no array any more: its chunk dirs elsewhere go
         self.inodes.detach(path)
         self._changed(path, target.domain)
+
+    def _route_and_unlink(self, path: str, writer: int) -> tuple[Target, bool]:
+        """One hand-off (the kernel holds the directory locked): ``path``'s target, routed before
+        the change (a deleted domain no longer routes), and whether the store had it."""
+        target = self.service.route(path)
+        try:
+            self.service.unlink(path, writer)
+        except NotFound:
+            return target, False
+        return target, True
 
     def _still_shown(self, path: str) -> bool:
         """Whether the view shows a stored file at ``path``: after an ``unlink`` the write
