@@ -126,3 +126,21 @@ def assert_same_pytables_nodes(expected, got) -> None:
     assert sorted(want) == sorted(have)
     bad = [k for k in want if not same_nested(want[k], have[k])]
     assert not bad, bad
+
+
+def fill_time_file(path: Path) -> None:
+    """An h5py file of three chunked int32 datasets of 16 with fill value 7, one per HDF5 fill
+    time (``never``, ``alloc``, ``ifset``), each with its first chunk written."""
+    import h5py
+    import numpy as np
+    from h5py import h5d
+
+    with h5py.File(path, "w") as f:
+        for name, when in (("never", h5d.FILL_TIME_NEVER), ("alloc", h5d.FILL_TIME_ALLOC),
+                           ("ifset", h5d.FILL_TIME_IFSET)):
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_chunk((4,))
+            dcpl.set_fill_time(when)
+            dcpl.set_fill_value(np.array([7], "<i4"))
+            h5d.create(f.id, name.encode(), h5py.h5t.STD_I32LE, h5py.h5s.create_simple((16,)), dcpl=dcpl)
+            f[name][:4] = np.arange(4)

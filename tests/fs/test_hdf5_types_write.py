@@ -10,6 +10,7 @@ import numpy as np
 
 import exotic_corpus
 from polyfs.importers import import_source
+from support import fill_time_file
 from writeharness import FS
 
 
@@ -38,18 +39,8 @@ def test_r_plus_write_keeps_exotic_types(tmp_path):
 def test_a_written_file_keeps_each_datasets_fill_time(tmp_path):
     """h5py's file written into the HDF5 view: each dataset's fill time (HDF5's default, or
     "never" as netCDF-C's NC_NOFILL makes it, or "at allocation") is stored and read back."""
-    from h5py import h5d
-
     src = tmp_path / "ft.h5"
-    with h5py.File(src, "w") as f:
-        for name, when in (("never", h5d.FILL_TIME_NEVER), ("alloc", h5d.FILL_TIME_ALLOC),
-                           ("ifset", h5d.FILL_TIME_IFSET)):
-            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-            dcpl.set_chunk((4,))
-            dcpl.set_fill_time(when)
-            dcpl.set_fill_value(np.array([7], "<i4"))
-            h5d.create(f.id, name.encode(), h5py.h5t.STD_I32LE, h5py.h5s.create_simple((16,)), dcpl=dcpl)
-            f[name][:4] = np.arange(4)
+    fill_time_file(src)
     fs = FS()
     fs.write_file("hdf5/ft.h5", src.read_bytes())
     back = tmp_path / "back.h5"

@@ -35,7 +35,7 @@ from polyfs.model.writer import DomainWriter
 from polyfs.store import open_store
 from polyfs.formats.hdf5 import render
 from polyfs.formats.hdf5 import view as hdf5
-from support import make_ctx, materialize, read_node
+from support import fill_time_file, make_ctx, materialize, read_node
 
 PLUGIN_ENV = dict(os.environ, HDF5_PLUGIN_PATH=hdf5plugin.PLUGIN_PATH)
 VSTR = T.StringType(None, "utf8", "nullterm")
@@ -620,21 +620,6 @@ def test_gdal_reads_the_view(rich, tmp_path):
     assert sums == [checksum(ref, name) for name in names] and all(sums)
 
 
-def _fill_time_file(path: Path) -> None:
-    """Three chunked int32 datasets with fill value 7, one per fill time, half written."""
-    from h5py import h5d
-
-    with h5py.File(path, "w") as f:
-        for name, when in (("never", h5d.FILL_TIME_NEVER), ("alloc", h5d.FILL_TIME_ALLOC),
-                           ("ifset", h5d.FILL_TIME_IFSET)):
-            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-            dcpl.set_chunk((4,))
-            dcpl.set_fill_time(when)
-            dcpl.set_fill_value(np.array([7], "<i4"))
-            h5d.create(f.id, name.encode(), h5py.h5t.STD_I32LE, h5py.h5s.create_simple((16,)), dcpl=dcpl)
-            f[name][:4] = np.arange(4)
-
-
 def test_fill_time_is_kept_and_served(tmp_path):
     """A dataset's fill time (netCDF-C's NC_NOFILL is H5D_FILL_TIME_NEVER) is kept as HSDS's
     ``fillTime`` and served in the fill value message: HDF5 then reads unwritten chunks of a
@@ -642,7 +627,7 @@ def test_fill_time_is_kept_and_served(tmp_path):
     from polyfs.importers import import_source
 
     src = tmp_path / "ft.h5"
-    _fill_time_file(src)
+    fill_time_file(src)
     url = str(tmp_path / "store")
     import_source(src, url, progress=False)
     store = open_store(url)
