@@ -278,9 +278,13 @@ def _check_orphans(catalog: Catalog, live: set[str], repair: bool, report: Repor
             continue
         root = _lost_root(catalog, uuid1)
         found = _recover(catalog, uuid1, root) if root is not None else None
-        if found is not None:
+        if found:
             report.repaired.append(f"{keys.DB}{uuid1}: root group {root}, which no .domain.json named, "
                                    f"is the domain {found} again (nothing deleted)")
+            continue
+        if found == "":  # loads, but every name in /lost+found is taken: never deleted
+            report.problems.append(f"{keys.DB}{uuid1}: root group {root} loads as a domain, but "
+                                   f"{_lost_path(uuid1)} and its alternatives are taken; left alone")
             continue
         for prefix in prefixes:
             n = store.delete_prefix(prefix)
@@ -306,19 +310,22 @@ def _lost_root(catalog: Catalog, uuid1: str) -> str | None:
 
 
 def _recover(catalog: Catalog, uuid1: str, root: str) -> str | None:
-    """Name the domain of ``root`` at ``/lost+found/<uuid1>.h5``; its path if it loads there,
-    else None with no domain file left (a commit cut short: some objects missing)."""
-    path = _lost_path(uuid1)
-    try:
-        catalog.put_domain(Domain.new(path, root), new=True)
-    except AlreadyExists:
-        return None
-    try:
-        catalog.load(path)
-    except PolyfsError:
-        catalog.store.delete(keys.domain_key(path))
-        return None
-    return path
+    """Name the domain of ``root`` at ``/lost+found/<uuid1>.h5`` (``<uuid1>-2.h5``... when that
+    name is taken); its path if it loads there, else None with no domain file left (a commit
+    cut short: some objects missing); "" when it loads but every name tried is taken."""
+    base = _lost_path(uuid1)[: -len(".h5")]
+    for path in [f"{base}.h5"] + [f"{base}-{k}.h5" for k in range(2, 10)]:
+        try:
+            catalog.put_domain(Domain.new(path, root), new=True)
+        except AlreadyExists:
+            continue
+        try:
+            catalog.load(path)
+        except PolyfsError:
+            catalog.store.delete(keys.domain_key(path))
+            return None
+        return path
+    return ""
 
 
 def _snapshot(store, prefix: str) -> frozenset:

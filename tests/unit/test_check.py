@@ -184,3 +184,19 @@ def test_a_domain_deleted_halfway_is_not_named_again(tmp_path, monkeypatch):
     r = check_store(url, repair=True)
     assert not r.problems and not [x for x in r.repaired if "lost+found" in x], r.text()
     assert not store.exists(keys.chunk_key(d.id, (0, 0))) and Catalog(open_store(url)).list_domains() == []
+
+
+def test_a_lost_domain_whose_lost_found_name_is_taken_gets_another(tmp_path):
+    """/lost+found/<uuid>.h5 already names something else: the lost domain gets the next free
+    name, and nothing of it is deleted."""
+    url, cat, d = make(tmp_path)
+    store = cat.store
+    root = cat.load("/a.h5").domain.root
+    uuid1 = keys.domain_db_prefix(root)[len("db/"):-1]
+    with DomainWriter(cat, f"/lost+found/{uuid1}.h5"):
+        pass
+    store.delete(keys.domain_key("/a.h5"))
+    r = check_store(url, repair=True)
+    assert not r.problems and any(f"/lost+found/{uuid1}-2.h5" in x for x in r.repaired), r.text()
+    model = Catalog(open_store(url)).load(f"/lost+found/{uuid1}-2.h5")
+    assert model.domain.root == root and store.exists(keys.chunk_key(d.id, (0, 0)))
